@@ -1,0 +1,1 @@
+"""unilab_lit: Lightning-native asynchronous RL on batched MuJoCo."""

@@ -1,0 +1,35 @@
+"""Every logged metric key, in one place (rsl_rl-compatible names)."""
+
+from __future__ import annotations
+
+# Episode statistics reported by the collector.
+MEAN_REWARD = "Train/mean_reward"
+MEAN_EPISODE_LENGTH = "Train/mean_episode_length"
+EPISODE_REWARD_TERM = "Episode/rew_{term}"
+ENV_STEPS = "Train/env_steps"
+NONFINITE_RESETS = "Train/nonfinite_resets"
+
+# Throughput.
+COLLECTION_FPS = "Perf/collection_fps"
+LEARN_FPS = "Perf/learn_fps"
+TOTAL_FPS = "Perf/total_fps"
+RING_DROPPED = "Perf/ring_dropped_rollouts"
+METRICS_DROPPED = "Perf/metrics_dropped"
+
+# Policy-gradient losses and diagnostics.
+LOSS_SURROGATE = "Loss/surrogate"
+LOSS_VALUE = "Loss/value_function"
+LOSS_ENTROPY = "Loss/entropy"
+APPROX_KL = "Policy/approx_kl"
+CLIP_FRACTION = "Policy/clip_fraction"
+RHO_CLIP_FRACTION = "Policy/rho_clip_fraction"
+GRAD_NORM = "Policy/grad_norm"
+LEARNING_RATE = "Loss/learning_rate"
+POLICY_LAG = "Policy/lag"
+ACTION_STD = "Policy/mean_noise_std"
+NONFINITE_SKIPS = "Loss/nonfinite_skips"
+
+
+def episode_reward_term(term: str) -> str:
+    """Key under which the per-episode sum of one reward term is logged."""
+    return EPISODE_REWARD_TERM.format(term=term)
