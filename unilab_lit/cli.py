@@ -1,0 +1,50 @@
+"""LightningCLI for unilab_lit: algorithm and data module chosen by ``class_path``."""
+
+from __future__ import annotations
+
+from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+
+
+def _policy_obs_size(spec: EnvSpec) -> int:
+    return spec.obs_sizes[POLICY]
+
+
+def _critic_obs_size(spec: EnvSpec) -> int:
+    return spec.obs_sizes[CRITIC]
+
+
+def _action_size(spec: EnvSpec) -> int:
+    return spec.action_size
+
+
+class UnilabCLI(LightningCLI):
+    """``LightningCLI`` that links the data module's env spec into the model.
+
+    Any ``LightningModule`` / ``LightningDataModule`` subclass can be chosen with
+    ``class_path``; the model receives ``policy_obs_size``, ``critic_obs_size``
+    and ``action_size`` from ``data.env_spec`` once the data module exists.
+    The saved ``config.yaml`` is overwritten on a rerun or resume instead of
+    refusing to start.
+    """
+
+    def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
+        super().__init__(
+            LightningModule,
+            LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_kwargs={"overwrite": True},
+            args=args,
+            run=run,
+        )
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        for target, fn in (
+            ("model.init_args.policy_obs_size", _policy_obs_size),
+            ("model.init_args.critic_obs_size", _critic_obs_size),
+            ("model.init_args.action_size", _action_size),
+        ):
+            parser.link_arguments("data.env_spec", target, compute_fn=fn, apply_on="instantiate")

@@ -1,0 +1,91 @@
+"""Bounded learner-side pool of the newest rollouts, combined into one time-major batch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from tensordict import TensorDict
+
+
+class StagingPool:
+    """Holds up to ``capacity`` rollouts on the learner device; the batch is their union.
+
+    Each staged rollout occupies ``num_envs`` columns of preallocated ``[T, capacity * N, ...]``
+    tensors; when full, the oldest rollout's columns are overwritten (FIFO). A rollout is
+    therefore trained on in up to ``capacity`` consecutive iterations, with targets recomputed
+    each time by the learner.
+
+    Args:
+        capacity: Number of rollouts kept (>= 1).
+        num_steps: Rollout length T.
+        num_envs: Environments per rollout N.
+        step_fields: Per-step fields: name -> (trailing shape, dtype); stored ``[T, M, *shape]``.
+        env_fields: Per-rollout, per-env fields: name -> (trailing shape, dtype); stored ``[M, *shape]``.
+        device: Learner device the pool lives on.
+
+    Raises:
+        ValueError: if ``capacity`` is smaller than 1.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        num_steps: int,
+        num_envs: int,
+        step_fields: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+        env_fields: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"staging_capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.num_envs = num_envs
+        cols = capacity * num_envs
+        self._steps = {
+            k: torch.zeros((num_steps, cols, *shape), dtype=dtype, device=device)
+            for k, (shape, dtype) in step_fields.items()
+        }
+        self._envs = {
+            k: torch.zeros((cols, *shape), dtype=dtype, device=device)
+            for k, (shape, dtype) in env_fields.items()
+        }
+        self._version = torch.zeros(cols, dtype=torch.int64, device=device)
+        self._fresh = torch.zeros(cols, dtype=torch.bool, device=device)
+        self._next = 0
+        self.active = 0
+        self.staged_total = 0
+
+    def stage(
+        self,
+        steps: Mapping[str, torch.Tensor],
+        env_data: Mapping[str, torch.Tensor],
+        policy_version: int,
+    ) -> None:
+        """Copy one rollout (``steps[k]``: ``[T, N, ...]``, ``env_data[k]``: ``[N, ...]``) in."""
+        cols = slice(self._next * self.num_envs, (self._next + 1) * self.num_envs)
+        for k, dest in self._steps.items():
+            dest[:, cols].copy_(steps[k], non_blocking=True)
+        for k, dest in self._envs.items():
+            dest[cols].copy_(env_data[k], non_blocking=True)
+        self._version[cols] = policy_version
+        self._fresh[cols] = True
+        self._next = (self._next + 1) % self.capacity
+        self.active = min(self.active + 1, self.capacity)
+        self.staged_total += 1
+
+    def batch(self) -> TensorDict:
+        """Views over every active rollout; ``fresh`` marks columns staged since the last call.
+
+        Raises:
+            RuntimeError: if nothing has been staged yet.
+        """
+        if self.active == 0:
+            raise RuntimeError("StagingPool.batch() called before any rollout was staged")
+        m = self.active * self.num_envs
+        out = {k: v[:, :m] for k, v in self._steps.items()}
+        out.update({k: v[:m] for k, v in self._envs.items()})
+        out["policy_version"] = self._version[:m]
+        out["fresh"] = self._fresh[:m].clone()
+        self._fresh.zero_()
+        return TensorDict(out, batch_size=[])
