@@ -1,0 +1,108 @@
+"""V-trace off-policy value targets and policy-gradient advantages (Espeholt et al. 2018)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class VTraceReturns(NamedTuple):
+    """Outputs of :func:`vtrace`, both ``[T, M]``.
+
+    Attributes:
+        vs: Value targets ``v_s``.
+        pg_advantages: Policy-gradient advantages ``ρ̄_s (r_s + γ_s v_{s+1} − V(x_s))``.
+    """
+
+    vs: torch.Tensor
+    pg_advantages: torch.Tensor
+
+
+def vtrace(
+    log_rhos: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    bootstrap_value: torch.Tensor,
+    discounts: torch.Tensor,
+    truncated: torch.Tensor,
+    final_values: torch.Tensor,
+    gamma: float,
+    clip_rho_threshold: float = 1.0,
+    clip_c_threshold: float = 1.0,
+) -> VTraceReturns:
+    """V-trace targets and advantages for time-major rollouts, with timeouts that are not terminations.
+
+    Convention (all inputs ``[T, M]`` except ``bootstrap_value`` ``[M]``; step ``t`` moves
+    ``x_t -> x_{t+1}`` with reward ``r_t``; ``discounts_t = γ·(1 − done_t)`` where ``done_t`` is
+    ``terminated_t | truncated_t``)::
+
+        ρ_t  = exp(log_rhos_t)              ρ̄_t = min(ρ̄, ρ_t)          c_t = min(c̄, ρ_t)
+        r'_t = r_t + γ·V(final_obs_t)   if truncated_t   else r_t
+        V_{t+1} = values_{t+1}  (t < T−1),   V_T = bootstrap_value
+        δ_t  = ρ̄_t · (r'_t + discounts_t · V_{t+1} − V_t)
+        v_s  = V_s + Σ_{t=s}^{T−1} (Π_{i=s}^{t−1} discounts_i · c_i) · δ_t            (paper eq. 1)
+        A_s  = ρ̄_s · (r'_s + discounts_s · v_{s+1} − V_s),   v_T := bootstrap_value
+
+    A truncated step therefore bootstraps from the value of its own final observation
+    (``γ·V(final_obs)`` folded into ``r'``) while its zero discount cuts the trace, so nothing
+    from the next episode leaks back. A terminated step bootstraps from nothing. ``v_s`` is
+    computed with the equivalent backward recursion
+    ``v_s − V_s = δ_s + discounts_s · c_s · (v_{s+1} − V_{s+1})``.
+
+    Args:
+        log_rhos: ``log π_target(a_t|x_t) − log μ_behaviour(a_t|x_t)``.
+        rewards: Environment rewards ``r_t`` (without any bootstrap term).
+        values: ``V(x_t)`` under the critic being trained.
+        bootstrap_value: ``V(x_T)`` of the observation after the last step, ``[M]``.
+        discounts: ``γ·(1 − done_t)``.
+        truncated: Bool mask of steps that ended by timeout (a subset of done).
+        final_values: ``V(final_obs_t)``; read only where ``truncated``.
+        gamma: Discount used for the truncation bootstrap.
+        clip_rho_threshold: ρ̄, clip on the importance weight in δ and in the advantages.
+        clip_c_threshold: c̄, clip on the trace-cutting coefficients.
+
+    Returns:
+        :class:`VTraceReturns` of ``vs`` and ``pg_advantages``, detached from the graph.
+
+    Raises:
+        ValueError: If the shapes do not match ``[T, M]`` / ``[M]``.
+    """
+    if log_rhos.dim() != 2:
+        raise ValueError(f"log_rhos must be [T, M], got shape {tuple(log_rhos.shape)}")
+    for name, tensor in (
+        ("rewards", rewards),
+        ("values", values),
+        ("discounts", discounts),
+        ("truncated", truncated),
+        ("final_values", final_values),
+    ):
+        if tensor.shape != log_rhos.shape:
+            raise ValueError(
+                f"{name} must have the shape of log_rhos {tuple(log_rhos.shape)}, got {tuple(tensor.shape)}"
+            )
+    if bootstrap_value.shape != log_rhos.shape[1:]:
+        raise ValueError(
+            f"bootstrap_value must be [M] = {tuple(log_rhos.shape[1:])}, got {tuple(bootstrap_value.shape)}"
+        )
+    with torch.no_grad():
+        rhos = log_rhos.exp()
+        clipped_rhos = rhos.clamp(max=clip_rho_threshold)
+        cs = rhos.clamp(max=clip_c_threshold)
+        rewards = rewards + gamma * torch.where(
+            truncated, final_values, torch.zeros_like(final_values)
+        )
+        next_values = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
+        deltas = clipped_rhos * (rewards + discounts * next_values - values)
+
+        # A Python loop over T (tens of steps) of [M]-wide ops: cheaper than any scan trick here.
+        vs_minus_v = torch.empty_like(values)
+        acc = torch.zeros_like(bootstrap_value)
+        for t in range(values.shape[0] - 1, -1, -1):
+            acc = deltas[t] + discounts[t] * cs[t] * acc
+            vs_minus_v[t] = acc
+        vs = values + vs_minus_v
+
+        next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
+        pg_advantages = clipped_rhos * (rewards + discounts * next_vs - values)
+    return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
