@@ -1,0 +1,326 @@
+"""The batched MuJoCo environment: one ``mujoco.batch.Batch`` stepped as a whole, tasks as hooks."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+import mujoco
+import numpy as np
+from mujoco import batch as mj_batch
+
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+
+log = logging.getLogger(__name__)
+
+Obs = dict[str, np.ndarray]
+
+
+class BatchedMujocoEnv(ABC):
+    """A batch of ``num_envs`` simulations of one model behind a numpy step/reset contract.
+
+    The base class owns everything that is the same for every task: the ``Batch``, action
+    clipping and ``frame_skip`` substeps, auto-reset with the pre-reset final observation,
+    staggered timeouts, per-term episode accounting, the non-finite guard and seeding. A task
+    subclass builds the model, passes its sizes to ``__init__`` and implements the hooks:
+
+    - ``_compute_obs()``: observation groups from the bound arrays (all envs at once);
+    - ``_compute_reward(actions)``: the reward and its named terms (all envs at once);
+    - ``_reset_state(env_ids, rng)``: write the initial ``qpos``/``qvel`` (and any task
+      buffers) of the given envs; the base resets those simulations before and runs
+      ``mj_forward`` on them after;
+
+    and may override ``_compute_terminated()``, ``_actions_to_ctrl(actions)``,
+    ``_before_physics()`` and ``_simulate()``. Hooks read and write the live arrays returned by
+    ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel`` and ``self.ctrl`` are bound already.
+
+    Args:
+        model: The compiled model; the batch keeps its own copy, with MuJoCo's silent
+            auto-reset on bad values disabled so that the non-finite guard sees (and counts) them.
+        num_envs: Number of simulations, >= 1.
+        frame_skip: Physics substeps per ``step``, >= 1.
+        max_episode_steps: Steps after which an episode is truncated, >= 1.
+        obs_sizes: Width of each observation group; must name ``"policy"`` and ``"critic"``.
+        reward_terms: Names of the terms ``_compute_reward`` returns, in a fixed order.
+        seed: Seed of the generator behind reset noise and the initial timeout stagger.
+        num_threads: Threads of the batch's pool, >= 1.
+        action_low: Lower action bound ``[action_size]``; default: the actuators' ``ctrlrange``.
+        action_high: Upper action bound ``[action_size]``; default: the actuators' ``ctrlrange``.
+
+    Raises:
+        ValueError: If a size, count or bound is out of range.
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        num_envs: int,
+        *,
+        frame_skip: int,
+        max_episode_steps: int,
+        obs_sizes: Mapping[str, int],
+        reward_terms: Sequence[str],
+        seed: int = 0,
+        num_threads: int = 1,
+        action_low: np.ndarray | None = None,
+        action_high: np.ndarray | None = None,
+    ) -> None:
+        name = type(self).__name__
+        if num_envs < 1:
+            raise ValueError(f"{name}: num_envs must be >= 1, got {num_envs}")
+        if frame_skip < 1:
+            raise ValueError(f"{name}: frame_skip must be >= 1, got {frame_skip}")
+        if max_episode_steps < 1:
+            raise ValueError(f"{name}: max_episode_steps must be >= 1, got {max_episode_steps}")
+        if num_threads < 1:
+            raise ValueError(f"{name}: num_threads must be >= 1, got {num_threads}")
+        missing = {POLICY, CRITIC} - set(obs_sizes)
+        if missing:
+            raise ValueError(
+                f"{name}: obs_sizes must name {sorted({POLICY, CRITIC})}, "
+                f"missing {sorted(missing)} in {dict(obs_sizes)}"
+            )
+        if action_low is None or action_high is None:
+            if not model.actuator_ctrllimited.all():
+                raise ValueError(
+                    f"{name}: every actuator needs a ctrlrange when action bounds are not given"
+                )
+            bounds = model.actuator_ctrlrange.astype(np.float32)
+            action_low = bounds[:, 0] if action_low is None else action_low
+            action_high = bounds[:, 1] if action_high is None else action_high
+        action_low = np.asarray(action_low, dtype=np.float32).reshape(-1)
+        action_high = np.asarray(action_high, dtype=np.float32).reshape(-1)
+        if action_low.shape != action_high.shape or not np.all(action_low < action_high):
+            raise ValueError(
+                f"{name}: action bounds must have equal shapes and low < high, "
+                f"got low={action_low}, high={action_high}"
+            )
+
+        self._model = copy.copy(model)
+        self._model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET
+        self.frame_skip = frame_skip
+        self.spec = EnvSpec(
+            num_envs=num_envs,
+            obs_sizes={k: int(v) for k, v in obs_sizes.items()},
+            action_size=int(action_low.shape[0]),
+            action_low=action_low,
+            action_high=action_high,
+            control_dt=float(model.opt.timestep * frame_skip),
+            max_episode_steps=max_episode_steps,
+            reward_terms=tuple(reward_terms),
+        )
+        self.batch = mj_batch.Batch(self._model, nsim=num_envs, nthread=num_threads)
+        self.qpos = self.batch.bind("qpos")
+        self.qvel = self.batch.bind("qvel")
+        self.ctrl = self.batch.bind("ctrl")
+
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        self._elapsed = np.zeros(num_envs, dtype=np.int64)
+        self._length = np.zeros(num_envs, dtype=np.int64)
+        self._return = np.zeros(num_envs, dtype=np.float64)
+        self._term_sums = np.zeros((num_envs, len(self.spec.reward_terms)), dtype=np.float64)
+        self._all_ids = np.arange(num_envs, dtype=np.int64)
+        self._needs_reset = True
+
+    # ------------------------------------------------------------------ task hooks
+
+    @abstractmethod
+    def _compute_obs(self) -> Obs:
+        """Observation groups of every env, ``{group: [num_envs, size]}``, from the bound arrays."""
+
+    @abstractmethod
+    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Reward ``[num_envs]`` and each term of ``spec.reward_terms`` ``[num_envs]``.
+
+        Called after the physics step with the clipped actions that were applied.
+        """
+
+    @abstractmethod
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        """Write the initial state of ``env_ids`` (rows of ``self.qpos``, ``self.qvel``, ...)."""
+
+    def _compute_terminated(self) -> np.ndarray:
+        """Which envs reached a terminal state after the physics step; none by default."""
+        return np.zeros(self.spec.num_envs, dtype=bool)
+
+    def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
+        """Map clipped actions to actuator controls; the identity by default."""
+        return actions
+
+    def _before_physics(self) -> None:
+        """Record what the reward needs from the state before the physics step (e.g. position)."""
+        return None
+
+    def _simulate(self) -> None:
+        """Advance every simulation by ``frame_skip`` substeps with the controls already set."""
+        self.batch.step(nstep=self.frame_skip)
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def num_envs(self) -> int:
+        return self.spec.num_envs
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        """The model the batch simulates (a copy of the one given to ``__init__``)."""
+        return self._model
+
+    def reset(self, seed: int | None = None) -> Obs:
+        """Reset every env and stagger their timeouts; returns the observation groups.
+
+        Args:
+            seed: Reseeds the generator when given; otherwise it continues its stream (the
+                constructor's ``seed`` on a fresh env).
+        """
+        if seed is not None:
+            self._seed = seed
+            self._rng = np.random.default_rng(seed)
+        self._reset_envs(self._all_ids)
+        # Stagger after the reset (not before it, which the reset would undo) so that timeouts
+        # of the first episodes spread over a whole episode length.
+        self._elapsed[:] = self._rng.integers(0, self.spec.max_episode_steps, self.num_envs)
+        self._needs_reset = False
+        obs = self._obs_float32()
+        self._check_obs_shapes(obs)
+        return obs
+
+    def step(self, actions: np.ndarray) -> tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Apply ``actions`` for ``frame_skip`` substeps, auto-resetting finished envs.
+
+        Args:
+            actions: ``[num_envs, action_size]``; clipped to the action bounds.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)``: obs after auto-reset, float32 reward,
+            bool flags (never both set for one env) and ``info`` with ``final_obs``, ``done``,
+            ``episode`` and ``nonfinite_resets``.
+
+        Raises:
+            RuntimeError: If ``reset`` was not called first.
+            ValueError: If ``actions`` has the wrong shape.
+        """
+        if self._needs_reset:
+            raise RuntimeError(f"{type(self).__name__}: call reset() before step()")
+        expected = (self.num_envs, self.spec.action_size)
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.shape != expected:
+            raise ValueError(
+                f"{type(self).__name__}.step: actions must have shape {expected}, "
+                f"got {actions.shape}"
+            )
+        actions = np.clip(actions, self.spec.action_low, self.spec.action_high)
+
+        self._before_physics()
+        self.ctrl[:] = self._actions_to_ctrl(actions)
+        self._simulate()
+
+        obs = self._obs_float32()
+        reward, terms = self._compute_reward(actions)
+        terminated = np.asarray(self._compute_terminated(), dtype=bool)
+        reward = np.asarray(reward, dtype=np.float64)
+        term_values = self._stack_terms(terms)
+
+        bad = self._nonfinite_rows(obs, reward, term_values)
+        num_bad = int(np.count_nonzero(bad))
+        if num_bad:
+            log.warning(
+                "%s: %d env(s) went non-finite; resetting them", type(self).__name__, num_bad
+            )
+            reward[bad] = 0.0
+            term_values[bad] = 0.0
+            terminated = terminated | bad
+            for value in obs.values():
+                value[bad] = 0.0
+
+        self._elapsed += 1
+        self._length += 1
+        self._return += reward
+        self._term_sums += term_values
+        truncated = (self._elapsed >= self.spec.max_episode_steps) & ~terminated
+        done = terminated | truncated
+
+        final_obs = obs
+        episode = self._empty_episode()
+        if done.any():
+            ids = np.flatnonzero(done)
+            episode = self._episode_info(ids)
+            self._reset_envs(ids)
+            fresh = self._obs_float32()
+            obs = {}
+            for group, value in final_obs.items():
+                merged = value.copy()
+                merged[ids] = fresh[group][ids]
+                obs[group] = merged
+
+        info = {
+            "final_obs": final_obs,
+            "done": done,
+            "episode": episode,
+            "nonfinite_resets": num_bad,
+        }
+        return obs, reward.astype(np.float32), terminated, truncated, info
+
+    def close(self) -> None:
+        """Release the batch; the env cannot be stepped afterwards."""
+        self._needs_reset = True
+        self.batch = None
+        self.qpos = self.qvel = self.ctrl = None
+
+    # ------------------------------------------------------------------ internals
+
+    def _reset_envs(self, ids: np.ndarray) -> None:
+        self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        self._reset_state(ids, self._rng)
+        self.batch.forward(ids)
+        self._elapsed[ids] = 0
+        self._length[ids] = 0
+        self._return[ids] = 0.0
+        self._term_sums[ids] = 0.0
+
+    def _obs_float32(self) -> Obs:
+        return {g: np.asarray(v, dtype=np.float32) for g, v in self._compute_obs().items()}
+
+    def _stack_terms(self, terms: Mapping[str, np.ndarray]) -> np.ndarray:
+        values = np.empty((self.num_envs, len(self.spec.reward_terms)), dtype=np.float64)
+        for column, term in enumerate(self.spec.reward_terms):
+            if term not in terms:
+                raise KeyError(
+                    f"{type(self).__name__}._compute_reward did not return term {term!r}; "
+                    f"it returned {sorted(terms)}"
+                )
+            values[:, column] = terms[term]
+        return values
+
+    def _nonfinite_rows(self, obs: Obs, reward: np.ndarray, terms: np.ndarray) -> np.ndarray:
+        bad = ~np.isfinite(reward)
+        bad |= ~np.isfinite(terms).all(axis=1)
+        bad |= ~np.isfinite(self.qpos).all(axis=1)
+        bad |= ~np.isfinite(self.qvel).all(axis=1)
+        for value in obs.values():
+            bad |= ~np.isfinite(value).all(axis=1)
+        return bad
+
+    def _episode_info(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        episode = {
+            "return": self._return[ids].astype(np.float32),
+            "length": self._length[ids].astype(np.float32),
+            "env_ids": ids.astype(np.int64),
+        }
+        for column, term in enumerate(self.spec.reward_terms):
+            episode[f"reward/{term}"] = self._term_sums[ids, column].astype(np.float32)
+        return episode
+
+    def _empty_episode(self) -> dict[str, np.ndarray]:
+        return self._episode_info(np.empty(0, dtype=np.int64))
+
+    def _check_obs_shapes(self, obs: Obs) -> None:
+        expected = {g: (self.num_envs, s) for g, s in self.spec.obs_sizes.items()}
+        actual = {g: v.shape for g, v in obs.items()}
+        if actual != expected:
+            raise RuntimeError(
+                f"{type(self).__name__}: observation groups {actual} do not match the spec {expected}"
+            )
