@@ -1,0 +1,164 @@
+"""A versioned flat array in shared memory that readers never see half-written.
+
+Protocol (one publisher, any number of readers): two data buffers, each with a stamp.
+A stamp is the version the buffer holds when complete, or ``WRITING`` while the publisher
+fills it. The publisher always overwrites the buffer holding the *older* version, so the
+newest complete version stays readable during the whole next publish. A reader picks the
+buffer with the highest stamp, copies it, and re-reads the stamp: if it changed, the
+publisher has started overwriting that buffer mid-copy and the reader retries. Versions
+are strictly increasing, so an unchanged stamp proves nothing was written in between.
+
+Ordering relies on x86-64 total store order (stores become visible in program order and
+loads are not reordered with loads); each stamp store and data copy is a separate call
+into torch, so the compiler cannot reorder them either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+
+NOT_PUBLISHED = -1
+"""Version reported before the first publish; readers start from it."""
+WRITING = -2
+
+
+def _layout(numel: int, dtype: torch.dtype) -> BlockLayout:
+    layout = BlockLayout()
+    layout.add("stamps", (2,), torch.int64)
+    layout.add("data", (2, numel), dtype)
+    return layout
+
+
+@dataclass(frozen=True)
+class VersionedBufferHandle:
+    """Picklable handle: attach with :meth:`attach`."""
+
+    block: ShmHandle
+    numel: int
+    dtype: torch.dtype
+
+    def attach(self) -> VersionedBuffer:
+        """Map the buffer in this process (non-owner)."""
+        return VersionedBuffer(self.numel, self.dtype, _attach=self.block)
+
+
+class VersionedBuffer:
+    """Double-buffered, seqlock-stamped flat array with a monotone version.
+
+    Args:
+        numel: number of elements, > 0.
+        dtype: element type.
+        tag: label in the segment name.
+
+    Raises:
+        ValueError: ``numel`` is not positive.
+    """
+
+    def __init__(
+        self,
+        numel: int,
+        dtype: torch.dtype,
+        tag: str = "versioned",
+        _attach: ShmHandle | None = None,
+    ) -> None:
+        if numel <= 0:
+            raise ValueError(f"numel must be > 0, got {numel}")
+        self._numel = int(numel)
+        self._dtype = dtype
+        layout = _layout(self._numel, dtype)
+        if _attach is None:
+            self._block = ShmBlock.create(layout.nbytes, tag)
+            views = layout.views(self._block)
+            views["stamps"].fill_(NOT_PUBLISHED)
+        else:
+            self._block = ShmBlock.attach(_attach)
+            views = layout.views(self._block)
+        self._stamps = views["stamps"]
+        self._data = views["data"]
+        self.retries = 0
+        """Reads in this process restarted because the publisher overwrote the buffer mid-copy."""
+
+    @staticmethod
+    def required_bytes(numel: int, dtype: torch.dtype) -> int:
+        """Shared-memory bytes a buffer of ``numel`` elements of ``dtype`` takes."""
+        return _layout(numel, dtype).nbytes
+
+    @property
+    def numel(self) -> int:
+        """Elements per version."""
+        return self._numel
+
+    @property
+    def block(self) -> ShmBlock:
+        """The underlying shared-memory block."""
+        return self._block
+
+    @property
+    def version(self) -> int:
+        """Newest complete version, or ``NOT_PUBLISHED``."""
+        return max(max(self._stamps.tolist()), NOT_PUBLISHED)
+
+    def handle(self) -> VersionedBufferHandle:
+        """Picklable handle a spawn child uses to attach."""
+        return VersionedBufferHandle(self._block.handle, self._numel, self._dtype)
+
+    def __reduce__(self) -> tuple[Callable[..., VersionedBuffer], tuple[VersionedBufferHandle]]:
+        # Pickling sends the handle: the receiving process attaches and never owns.
+        return VersionedBufferHandle.attach, (self.handle(),)
+
+    def publish(self, fill: Callable[[torch.Tensor], None], version: int | None = None) -> int:
+        """Publish a new version whose contents ``fill`` writes into the given flat buffer.
+
+        Args:
+            fill: writes all ``numel`` elements into the 1-D tensor it receives.
+            version: explicit version (e.g. the learner's step); default: newest + 1 (0 first).
+
+        Returns:
+            The published version.
+
+        Raises:
+            ValueError: ``version`` is not greater than the newest published version.
+        """
+        newest = self.version
+        if version is None:
+            version = newest + 1
+        elif version <= newest:
+            raise ValueError(
+                f"version must increase: got {version}, the newest published version is {newest}"
+            )
+        stamps = self._stamps.tolist()
+        target = 0 if stamps[0] <= stamps[1] else 1
+        self._stamps[target] = WRITING
+        fill(self._data[target])
+        self._stamps[target] = version
+        return version
+
+    def read_if_newer(self, last_version: int, read: Callable[[torch.Tensor], None]) -> int | None:
+        """If a version newer than ``last_version`` exists, pass a consistent copy source to ``read``.
+
+        ``read`` receives the 1-D shared buffer of the newest version and must copy out of
+        it; it may be called again (after a detected overwrite) until one call saw a
+        single version throughout, so whatever it writes ends up consistent.
+
+        Returns:
+            The version read, or None when nothing newer than ``last_version`` exists.
+        """
+        while True:
+            stamps = self._stamps.tolist()
+            source = 0 if stamps[0] >= stamps[1] else 1
+            version = stamps[source]
+            if version <= last_version or version < 0:
+                return None
+            read(self._data[source])
+            if int(self._stamps[source]) == version:
+                return version
+            self.retries += 1
+
+    def unlink(self) -> None:
+        """Remove the block from /dev/shm (owner only; idempotent)."""
+        self._block.unlink()

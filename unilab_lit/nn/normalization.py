@@ -1,0 +1,121 @@
+"""Running observation normalisation: exact moment merging and one normalise function for all."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def merge_moments(
+    mean_a: torch.Tensor,
+    var_a: torch.Tensor,
+    n_a: float | torch.Tensor,
+    mean_b: torch.Tensor,
+    var_b: torch.Tensor,
+    n_b: float | torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
+    """Mean, population variance and count of the union of two sample sets.
+
+    Chan, Golub & LeVeque's parallel formula: exact, so merging in any grouping gives the
+    statistics of the concatenated data (up to floating-point rounding).
+
+    Args:
+        mean_a: mean of set a.
+        var_a: population variance of set a.
+        n_a: size of set a (>= 0).
+        mean_b: mean of set b.
+        var_b: population variance of set b.
+        n_b: size of set b (>= 0).
+
+    Returns:
+        ``(mean, var, n)`` of the union; set a unchanged when the union is empty.
+    """
+    n = n_a + n_b
+    if float(n) == 0.0:
+        return mean_a, var_a, n
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (n_b / n)
+    m2 = var_a * n_a + var_b * n_b + delta.square() * (n_a * n_b / n)
+    return mean, m2 / n, n
+
+
+def normalize(
+    x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float, clip: float
+) -> torch.Tensor:
+    """``clamp((x - mean) / sqrt(var + eps), -clip, clip)``; the learner and the collector both call this.
+
+    Args:
+        x: observations ``[..., size]``.
+        mean: ``[size]`` running mean.
+        var: ``[size]`` running variance.
+        eps: added to the variance before the square root.
+        clip: bound on the normalised magnitude.
+    """
+    return ((x - mean) * torch.rsqrt(var + eps)).clamp_(-clip, clip)
+
+
+class ObsNormalizer(nn.Module):
+    """Running mean / variance of observations, kept in registered buffers (so in checkpoints).
+
+    ``update`` folds a batch in (all leading dims are samples); ``forward`` normalises.
+
+    Args:
+        size: observation dimension, > 0.
+        eps: added to the variance before the square root, > 0.
+        clip: bound on the normalised magnitude, > 0.
+
+    Raises:
+        ValueError: an argument is out of range.
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self, size: int, eps: float = 1e-8, clip: float = 10.0) -> None:
+        super().__init__()
+        if size <= 0:
+            raise ValueError(f"size must be > 0, got {size}")
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        if clip <= 0:
+            raise ValueError(f"clip must be > 0, got {clip}")
+        self.size = size
+        self.eps = eps
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(size))
+        self.register_buffer("var", torch.ones(size))
+        # float64 so the count stays exact far beyond float32's 2^24.
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Fold a batch ``[..., size]`` into the running statistics (exact merge, in float64).
+
+        Raises:
+            ValueError: the last dimension is not ``size``.
+        """
+        if x.shape[-1] != self.size:
+            raise ValueError(f"x must end in dimension {self.size}, got shape {tuple(x.shape)}")
+        batch = x.reshape(-1, self.size).to(torch.float64)
+        if batch.shape[0] == 0:
+            return
+        batch_var, batch_mean = torch.var_mean(batch, dim=0, correction=0)
+        mean, var, count = merge_moments(
+            self.mean.to(torch.float64),
+            self.var.to(torch.float64),
+            self.count,
+            batch_mean,
+            batch_var,
+            float(batch.shape[0]),
+        )
+        self.mean.copy_(mean)
+        self.var.copy_(var)
+        self.count.copy_(count)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise ``x`` with the current statistics."""
+        return normalize(x, self.mean, self.var, self.eps, self.clip)
+
+    def extra_repr(self) -> str:
+        return f"size={self.size}, eps={self.eps}, clip={self.clip}"
