@@ -3,9 +3,23 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unilab_lit.data.staging import StagingPool
+from unilab_lit.data.staging import VERSION_FIELD, StagingPool
+from unilab_lit.ipc.rollout_ring import RolloutRing
 
 T, N = 3, 2
+FIELDS = {
+    "reward": ((T, N), torch.float32),
+    "obs": ((T, N, 4), torch.float32),
+    "last_critic_obs": ((N, 5), torch.float32),
+    VERSION_FIELD: ((), torch.int64),
+}
+
+
+@pytest.fixture
+def ring():
+    ring = RolloutRing(4, FIELDS)
+    yield ring
+    ring.unlink()
 
 
 def _pool(capacity: int) -> StagingPool:
@@ -18,41 +32,56 @@ def _pool(capacity: int) -> StagingPool:
     )
 
 
-def _stage(pool: StagingPool, value: float, version: int) -> None:
-    pool.stage(
-        {"reward": torch.full((T, N), value), "obs": torch.full((T, N, 4), value)},
-        {"last_critic_obs": torch.full((N, 5), value)},
-        policy_version=version,
-    )
+def _write(ring: RolloutRing, value: float, version: int) -> None:
+    slot = ring.begin_write()
+    for name, view in slot.items():
+        view.fill_(version if name == VERSION_FIELD else value)
+    ring.commit_write()
 
 
-def test_batch_is_time_major_union_of_staged_rollouts():
+def _stage_all(pool: StagingPool, ring: RolloutRing) -> int:
+    staged = 0
+    while pool.stage_from(ring):
+        staged += 1
+    return staged
+
+
+def test_batch_is_time_major_union_of_staged_rollouts(ring):
     pool = _pool(3)
-    _stage(pool, 1.0, 10)
-    _stage(pool, 2.0, 11)
+    _write(ring, 1.0, 10)
+    _write(ring, 2.0, 11)
+    assert _stage_all(pool, ring) == 2
     batch = pool.batch()
     assert batch["obs"].shape == (T, 2 * N, 4)
     assert batch["last_critic_obs"].shape == (2 * N, 5)
     assert batch["reward"][:, :N].eq(1.0).all() and batch["reward"][:, N:].eq(2.0).all()
-    assert batch["policy_version"].tolist() == [10, 10, 11, 11]
+    assert batch[VERSION_FIELD].tolist() == [10, 10, 11, 11]
 
 
-def test_full_pool_evicts_oldest_rollout():
+def test_full_pool_evicts_oldest_rollout(ring):
     pool = _pool(2)
     for i in range(3):
-        _stage(pool, float(i), i)
+        _write(ring, float(i), i)
+    _stage_all(pool, ring)
     batch = pool.batch()
-    assert sorted(set(batch["policy_version"].tolist())) == [1, 2]
+    assert sorted(set(batch[VERSION_FIELD].tolist())) == [1, 2]
     assert pool.active == 2 and pool.staged_total == 3
 
 
-def test_fresh_marks_only_rollouts_staged_since_last_batch():
+def test_fresh_marks_only_rollouts_staged_since_last_batch(ring):
     pool = _pool(3)
-    _stage(pool, 1.0, 0)
+    _write(ring, 1.0, 0)
+    _stage_all(pool, ring)
     assert pool.batch()["fresh"].all()
-    _stage(pool, 2.0, 1)
-    fresh = pool.batch()["fresh"]
-    assert fresh.tolist() == [False, False, True, True]
+    _write(ring, 2.0, 1)
+    _stage_all(pool, ring)
+    assert pool.batch()["fresh"].tolist() == [False, False, True, True]
+
+
+def test_stage_from_empty_ring_leaves_pool_unchanged(ring):
+    pool = _pool(2)
+    assert not pool.stage_from(ring)
+    assert pool.active == 0
 
 
 def test_batch_before_any_rollout_raises():

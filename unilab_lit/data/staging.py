@@ -7,6 +7,10 @@ from collections.abc import Mapping
 import torch
 from tensordict import TensorDict
 
+from unilab_lit.ipc.rollout_ring import RolloutRing
+
+VERSION_FIELD = "policy_version"
+
 
 class StagingPool:
     """Holds up to ``capacity`` rollouts on the learner device; the batch is their union.
@@ -40,6 +44,7 @@ class StagingPool:
         if capacity < 1:
             raise ValueError(f"staging_capacity must be >= 1, got {capacity}")
         self.capacity = capacity
+        self.num_steps = num_steps
         self.num_envs = num_envs
         cols = capacity * num_envs
         self._steps = {
@@ -51,23 +56,36 @@ class StagingPool:
             for k, (shape, dtype) in env_fields.items()
         }
         self._version = torch.zeros(cols, dtype=torch.int64, device=device)
+        self._version_scratch = torch.zeros((), dtype=torch.int64)
         self._fresh = torch.zeros(cols, dtype=torch.bool, device=device)
         self._next = 0
         self.active = 0
         self.staged_total = 0
 
-    def stage(
-        self,
-        steps: Mapping[str, torch.Tensor],
-        env_data: Mapping[str, torch.Tensor],
-        policy_version: int,
-    ) -> None:
-        """Copy one rollout (``steps[k]``: ``[T, N, ...]``, ``env_data[k]``: ``[N, ...]``) in."""
+    def stage_from(self, ring: RolloutRing) -> bool:
+        """Move the oldest unread rollout of ``ring`` straight into the pool (one copy).
+
+        The ring must have a ``policy_version`` field and the pool's other fields.
+
+        Returns:
+            False when the ring had no committed rollout left (the pool is unchanged: with
+            two or more ring slots, a copy interrupted by the writer always falls back to a
+            newer intact rollout, so a failed read never leaves a partial copy behind).
+        """
+        if ring.pop_into(self._slot_views()) is None:
+            return False
+        self._commit(int(self._version_scratch))
+        return True
+
+    def _slot_views(self) -> dict[str, torch.Tensor]:
         cols = slice(self._next * self.num_envs, (self._next + 1) * self.num_envs)
-        for k, dest in self._steps.items():
-            dest[:, cols].copy_(steps[k], non_blocking=True)
-        for k, dest in self._envs.items():
-            dest[cols].copy_(env_data[k], non_blocking=True)
+        views = {k: v[:, cols] for k, v in self._steps.items()}
+        views.update({k: v[cols] for k, v in self._envs.items()})
+        views[VERSION_FIELD] = self._version_scratch
+        return views
+
+    def _commit(self, policy_version: int) -> None:
+        cols = slice(self._next * self.num_envs, (self._next + 1) * self.num_envs)
         self._version[cols] = policy_version
         self._fresh[cols] = True
         self._next = (self._next + 1) % self.capacity
@@ -85,7 +103,7 @@ class StagingPool:
         m = self.active * self.num_envs
         out = {k: v[:, :m] for k, v in self._steps.items()}
         out.update({k: v[:m] for k, v in self._envs.items()})
-        out["policy_version"] = self._version[:m]
+        out[VERSION_FIELD] = self._version[:m]
         out["fresh"] = self._fresh[:m].clone()
         self._fresh.zero_()
         return TensorDict(out, batch_size=[])

@@ -1,0 +1,45 @@
+"""Shared schedule for callbacks that push learner state to the collector."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+from typing_extensions import override
+
+
+class PeriodicPublisher(Callback, ABC):
+    """Calls ``_publish`` in ``on_train_start`` and every ``every_n_steps`` iterations.
+
+    ``on_train_start`` runs after a resume has restored the module, so the first
+    thing the collector receives is the restored state.
+
+    Args:
+        every_n_steps: Publish after every this many learner iterations (>= 1).
+
+    Raises:
+        ValueError: if ``every_n_steps`` is smaller than 1.
+    """
+
+    def __init__(self, every_n_steps: int = 1) -> None:
+        if every_n_steps < 1:
+            raise ValueError(
+                f"{type(self).__name__}.every_n_steps must be >= 1, got {every_n_steps}"
+            )
+        self.every_n_steps = every_n_steps
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._publish(trainer, pl_module)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step % self.every_n_steps == 0:
+            self._publish(trainer, pl_module)
+
+    @abstractmethod
+    def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Push the learner-side state to the collector."""

@@ -1,0 +1,23 @@
+"""Sender side of the learner → collector observation-normaliser sync."""
+
+from __future__ import annotations
+
+from lightning.pytorch import LightningModule, Trainer
+
+from callbacks._periodic import PeriodicPublisher
+
+
+class ObsNormSync(PeriodicPublisher):
+    """Publishes the module's ``obs_normalizer`` statistics into ``SharedObsStats``.
+
+    The collector normalises with exactly these statistics and the learner's ``eps``
+    and ``clip`` (they travel in the collector's config), so both sides compute the
+    same normalised observation.
+
+    Args:
+        every_n_steps: Publish after every this many learner iterations (>= 1).
+    """
+
+    def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        norm = pl_module.obs_normalizer
+        trainer.datamodule.shared_obs_stats.publish(norm.mean, norm.var, norm.count)
