@@ -13,7 +13,9 @@ class PeriodicPublisher(Callback, ABC):
     """Calls ``_publish`` in ``on_train_start`` and every ``every_n_steps`` iterations.
 
     ``on_train_start`` runs after a resume has restored the module, so the first
-    thing the collector receives is the restored state.
+    thing the collector receives is the restored state. The learner's ``global_step``
+    is the version: an iteration that did not advance it (every optimiser step was
+    skipped) publishes nothing, so versions stay strictly increasing.
 
     Args:
         every_n_steps: Publish after every this many learner iterations (>= 1).
@@ -28,18 +30,24 @@ class PeriodicPublisher(Callback, ABC):
                 f"{type(self).__name__}.every_n_steps must be >= 1, got {every_n_steps}"
             )
         self.every_n_steps = every_n_steps
+        self._published_step: int | None = None
 
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._publish(trainer, pl_module)
+        self._publish_once(trainer, pl_module)
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if trainer.global_step % self.every_n_steps == 0:
+            self._publish_once(trainer, pl_module)
+
+    def _publish_once(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.global_step != self._published_step:
             self._publish(trainer, pl_module)
+            self._published_step = trainer.global_step
 
     @abstractmethod
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Push the learner-side state to the collector."""
+        """Push the learner-side state to the collector as version ``trainer.global_step``."""

@@ -19,5 +19,6 @@ class ObsNormSync(PeriodicPublisher):
     """
 
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        norm = pl_module.obs_normalizer
-        trainer.datamodule.shared_obs_stats.publish(norm.mean, norm.var, norm.count)
+        trainer.datamodule.shared_obs_stats.publish_normalizer(
+            pl_module.obs_normalizer, version=trainer.global_step
+        )

@@ -1,0 +1,123 @@
+"""Turns the collector's metrics messages into logged episode statistics and throughput."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from lightning.pytorch import Callback, LightningModule, Trainer
+from typing_extensions import override
+
+from unilab_lit import metrics as keys
+from unilab_lit.collector.metrics import EPISODES, TIMING
+
+_REWARD_PREFIX = "reward/"
+
+
+class EpisodeStatsMonitor(Callback):
+    """Logs ``Train/mean_reward``, ``Train/mean_episode_length``, ``Episode/rew_<term>`` and throughput.
+
+    Episode means are over the last ``window`` finished episodes (as rsl_rl does), so a
+    curve does not jump with the number of episodes that happen to end in one iteration.
+    Throughput: ``Perf/collection_fps`` is the collector's own env-steps/s;
+    ``Perf/learn_fps`` the env steps of one iteration over the iteration's time without
+    the wait for data; ``Perf/total_fps`` the env steps delivered to the learner per
+    wall-clock second since training started. ``Train/env_steps`` is the data module's
+    counter (restored on resume).
+
+    Args:
+        window: Finished episodes the means are taken over (>= 1).
+        prog_bar: Also show mean reward, env-steps/s and policy lag in the progress bar.
+
+    Raises:
+        ValueError: if ``window`` is smaller than 1.
+    """
+
+    def __init__(self, window: int = 100, prog_bar: bool = True) -> None:
+        if window < 1:
+            raise ValueError(f"EpisodeStatsMonitor.window must be >= 1, got {window}")
+        self.window = window
+        self.prog_bar = prog_bar
+        self._episodes: dict[str, deque[float]] = {}
+        self._collection_fps: float | None = None
+        self._nonfinite_resets = 0
+        self._fit_began = 0.0
+        self._fit_env_steps0 = 0
+        self._batch_began = 0.0
+        self._batch_env_steps0 = 0
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._fit_began = time.perf_counter()
+        self._fit_env_steps0 = trainer.datamodule.env_steps
+
+    @override
+    def on_train_batch_start(
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._batch_began = time.perf_counter()
+        self._batch_env_steps0 = trainer.datamodule.env_steps
+
+    @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        data = trainer.datamodule
+        for message in data.drain_metrics():
+            self._absorb(message)
+        now = time.perf_counter()
+        values = {
+            keys.ENV_STEPS: float(data.env_steps),
+            keys.NONFINITE_RESETS: float(self._nonfinite_resets),
+        }
+        learn_s = now - self._batch_began - data.last_wait_s
+        if learn_s > 0:
+            values[keys.LEARN_FPS] = (data.env_steps - self._batch_env_steps0) / learn_s
+        if now > self._fit_began:
+            values[keys.TOTAL_FPS] = (data.env_steps - self._fit_env_steps0) / (
+                now - self._fit_began
+            )
+        if self._collection_fps is not None:
+            values[keys.COLLECTION_FPS] = self._collection_fps
+        for name, series in self._episodes.items():
+            if series:
+                values[self._episode_key(name)] = float(np.mean(series))
+        pl_module.log_dict(values, batch_size=1)
+        if self.prog_bar:
+            shown = {k: values[k] for k in (keys.MEAN_REWARD, keys.TOTAL_FPS) if k in values}
+            pl_module.log_dict(shown, prog_bar=True, logger=False, batch_size=1)
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "episodes": {name: list(series) for name, series in self._episodes.items()},
+            "nonfinite_resets": self._nonfinite_resets,
+        }
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._episodes = {
+            name: deque(series, maxlen=self.window)
+            for name, series in state_dict["episodes"].items()
+        }
+        self._nonfinite_resets = int(state_dict["nonfinite_resets"])
+
+    def _absorb(self, message: dict[str, Any]) -> None:
+        kind = message.get("kind")
+        if kind == EPISODES:
+            self._nonfinite_resets += int(message.get("nonfinite_resets", 0))
+            for name in ("return", "length", *(k for k in message if k.startswith(_REWARD_PREFIX))):
+                series = self._episodes.setdefault(name, deque(maxlen=self.window))
+                series.extend(np.asarray(message[name], dtype=np.float64).ravel().tolist())
+        elif kind == TIMING:
+            self._collection_fps = float(message["env_steps_per_s"])
+
+    @staticmethod
+    def _episode_key(name: str) -> str:
+        if name == "return":
+            return keys.MEAN_REWARD
+        if name == "length":
+            return keys.MEAN_EPISODE_LENGTH
+        return keys.episode_reward_term(name[len(_REWARD_PREFIX) :])

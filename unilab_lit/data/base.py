@@ -1,0 +1,199 @@
+"""Lifecycle shared by the data modules that feed a learner from a collector subprocess."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningDataModule
+from typing_extensions import override
+
+from unilab_lit.collector.config import CollectorConfig, WriterSpec
+from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.envs import make_env
+from unilab_lit.envs.spec import POLICY, EnvSpec
+from unilab_lit.ipc.budget import check_allocation_budget
+from unilab_lit.ipc.obs_stats import SharedObsStats
+from unilab_lit.ipc.weights import SharedWeights, flat_size
+
+log = logging.getLogger(__name__)
+
+
+class CollectorDataModule(LightningDataModule, ABC):
+    """Starts the collector in ``setup("fit")`` and stops it on every exit path.
+
+    ``setup`` checks the shared-memory budget, allocates ``SharedWeights`` (the module's
+    ``collector_policy()``), ``SharedObsStats`` (its ``obs_normalizer``) and the
+    subclass's transport, then starts the collector. ``teardown`` and ``on_exception``
+    stop the collector and unlink every block; both are idempotent.
+
+    The model must provide ``collector_policy()``, ``collector_policy_spec()`` and
+    ``obs_normalizer`` (see ``unilab_lit.nn.policies``).
+
+    Args:
+        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
+        num_envs: Environments the collector steps together (>= 1).
+        seed: Seed of the collector's env and policy sampling.
+        task_kwargs: Extra keyword arguments of the task's constructor.
+        physics_threads: MuJoCo threads in the collector (>= 1).
+        collector_torch_threads: Torch intra-op threads in the collector (>= 1).
+        stall_timeout_s: A collector without progress for this long is an error (> 0).
+        data_timeout_s: Longest wait for the next batch before failing (> 0).
+        startup_timeout_s: Longest wait for the collector to report ready (> 0).
+
+    Raises:
+        ValueError: if an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        num_envs: int,
+        seed: int = 0,
+        task_kwargs: dict[str, Any] | None = None,
+        physics_threads: int = 1,
+        collector_torch_threads: int = 1,
+        stall_timeout_s: float = 30.0,
+        data_timeout_s: float = 120.0,
+        startup_timeout_s: float = 120.0,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("num_envs", num_envs),
+            ("physics_threads", physics_threads),
+            ("collector_torch_threads", collector_torch_threads),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        for name, value in (
+            ("stall_timeout_s", stall_timeout_s),
+            ("data_timeout_s", data_timeout_s),
+            ("startup_timeout_s", startup_timeout_s),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        self.task = task
+        self.num_envs = num_envs
+        self.seed = seed
+        self.task_kwargs = dict(task_kwargs or {})
+        self.physics_threads = physics_threads
+        self.collector_torch_threads = collector_torch_threads
+        self.stall_timeout_s = stall_timeout_s
+        self.data_timeout_s = data_timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.shared_weights: SharedWeights | None = None
+        self.shared_obs_stats: SharedObsStats | None = None
+        self.collector: CollectorProcess | None = None
+        self.env_steps = 0
+        self.last_wait_s = 0.0  # seconds the learner waited for its latest batch
+        _ = self.env_spec  # an unknown task or bad task_kwargs fail here, before anything starts
+
+    @cached_property
+    def env_spec(self) -> EnvSpec:
+        """The task's spec (sizes are linked into the model by the CLI)."""
+        env = make_env(self.task, 1, seed=self.seed, **self.task_kwargs)
+        try:
+            return dataclasses.replace(env.spec, num_envs=self.num_envs)
+        finally:
+            env.close()
+
+    @override
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.collector is None:
+            self._start_collector()
+
+    @override
+    def teardown(self, stage: str) -> None:
+        self._stop_collector()
+
+    @override
+    def on_exception(self, exception: BaseException) -> None:
+        self._stop_collector()
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.env_steps = int(state_dict["env_steps"])
+
+    def drain_metrics(self) -> list[dict[str, Any]]:
+        """Messages the collector sent since the last call (empty before the collector runs)."""
+        return [] if self.collector is None else self.collector.drain_metrics()
+
+    @property
+    def device(self) -> torch.device:
+        """The learner's device."""
+        return self.trainer.strategy.root_device
+
+    @abstractmethod
+    def _transport_blocks(self) -> Mapping[str, int]:
+        """Bytes of each shared block the subclass will allocate (for the budget check)."""
+
+    @abstractmethod
+    def _create_transport(self) -> WriterSpec:
+        """Allocate the subclass's shared blocks; return the collector's writer recipe."""
+
+    @abstractmethod
+    def _release_transport(self) -> None:
+        """Unlink the subclass's shared blocks (idempotent)."""
+
+    @property
+    @abstractmethod
+    def _shrink_keys(self) -> tuple[str, ...]:
+        """Config keys that shrink the allocation, quoted when the budget check refuses."""
+
+    def _start_collector(self) -> None:
+        model = self.trainer.lightning_module
+        policy = model.collector_policy()
+        normalizer = model.obs_normalizer
+        num_floats = flat_size(policy)
+        blocks = {
+            "weights": SharedWeights.required_bytes(num_floats),
+            "obs_stats": SharedObsStats.required_bytes(self.env_spec.obs_sizes[POLICY]),
+            **self._transport_blocks(),
+        }
+        report = check_allocation_budget(list(blocks.items()), self._shrink_keys)
+        log.info("shared-memory plan fits: %s", report)
+        try:
+            self.shared_weights = SharedWeights(num_floats)
+            self.shared_obs_stats = SharedObsStats(self.env_spec.obs_sizes[POLICY])
+            writer = self._create_transport()
+            self.collector = CollectorProcess(
+                CollectorConfig(
+                    task=self.task,
+                    num_envs=self.num_envs,
+                    policy=model.collector_policy_spec(),
+                    writer=writer,
+                    seed=self.seed,
+                    env_kwargs=self.task_kwargs,
+                    physics_threads=self.physics_threads,
+                    torch_threads=self.collector_torch_threads,
+                    weights=self.shared_weights.handle(),
+                    obs_stats=self.shared_obs_stats.handle(),
+                    obs_norm_eps=normalizer.eps,
+                    obs_norm_clip=normalizer.clip,
+                    stall_timeout_s=self.stall_timeout_s,
+                )
+            )
+            self.collector.start(timeout=self.startup_timeout_s)
+        except BaseException:
+            self._stop_collector()
+            raise
+
+    def _stop_collector(self) -> None:
+        if self.collector is not None:
+            self.collector.stop()
+            self.collector = None
+        self._release_transport()
+        for block in (self.shared_weights, self.shared_obs_stats):
+            if block is not None:
+                block.unlink()
+        self.shared_weights = None
+        self.shared_obs_stats = None

@@ -1,0 +1,189 @@
+"""APPO data: collector rollouts → shared ring → staging pool → one batch per learner iteration."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+from torch.utils.data import DataLoader, IterableDataset
+from typing_extensions import override
+
+from unilab_lit.collector.appo_writer import AppoWriterSpec
+from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.data.base import CollectorDataModule
+from unilab_lit.data.staging import VERSION_FIELD, StagingPool
+from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
+
+# Ring fields stored once per rollout and env ([N, ...]) rather than per step ([T, N, ...]).
+_PER_ENV = ("last_critic_obs",)
+
+
+class RolloutDataset(IterableDataset):
+    """Infinite stream of staging-pool batches; each item waits for at least one new rollout.
+
+    On each ``next``: wait (with collector liveness checks) until the ring holds an
+    unread rollout, move every available rollout into the staging pool, and yield the
+    pool's combined time-major batch. A dead or stalled collector raises its own
+    ``CollectorError``; no rollout within ``timeout_s`` raises ``TimeoutError``.
+    """
+
+    def __init__(
+        self,
+        ring: RolloutRing,
+        pool: StagingPool,
+        collector: CollectorProcess,
+        owner: RolloutDataModule,
+        timeout_s: float,
+    ) -> None:
+        self._ring = ring
+        self._pool = pool
+        self._collector = collector
+        self._owner = owner
+        self._timeout_s = timeout_s
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        while True:
+            yield self._next_batch()
+
+    def _next_batch(self) -> TensorDict:
+        began = time.perf_counter()
+        try:
+            self._collector.wait_for(lambda: self._ring.available > 0, timeout=self._timeout_s)
+        except TimeoutError as err:
+            raise TimeoutError(
+                f"no rollout arrived within data_timeout_s={self._timeout_s} s while the "
+                f"collector is alive; raise data.init_args.data_timeout_s for slow tasks"
+            ) from err
+        self._owner.last_wait_s = time.perf_counter() - began
+        staged = 0
+        while self._pool.stage_from(self._ring):
+            staged += 1
+        self._owner.env_steps += staged * self._pool.num_steps * self._pool.num_envs
+        self._owner.last_rollouts_staged = staged
+        return self._pool.batch()
+
+
+class RolloutDataModule(CollectorDataModule):
+    """Feeds APPO: the collector writes whole rollouts into a ``RolloutRing``.
+
+    The learner drains every available rollout into a bounded ``StagingPool`` on its
+    device and trains on the newest ``staging_capacity`` rollouts each iteration.
+
+    Args:
+        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
+        num_envs: Environments the collector steps together (>= 1).
+        num_steps: Rollout length T in env steps (>= 1).
+        ring_slots: Rollouts the shared ring holds (>= 2); a collector that laps the
+            learner drops the oldest unread ones (counted).
+        staging_capacity: Rollouts combined into one batch (>= 1).
+        seed: Seed of the collector's env and policy sampling.
+        task_kwargs: Extra keyword arguments of the task's constructor.
+        physics_threads: MuJoCo threads in the collector (>= 1).
+        collector_torch_threads: Torch intra-op threads in the collector (>= 1).
+        stall_timeout_s: A collector without progress for this long is an error (> 0).
+        data_timeout_s: Longest wait for the next rollout before failing (> 0).
+        startup_timeout_s: Longest wait for the collector to report ready (> 0).
+
+    Raises:
+        ValueError: if an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        task: str = "CartpoleSwingup",
+        num_envs: int = 64,
+        num_steps: int = 32,
+        ring_slots: int = 4,
+        staging_capacity: int = 3,
+        seed: int = 0,
+        task_kwargs: dict[str, Any] | None = None,
+        physics_threads: int = 1,
+        collector_torch_threads: int = 1,
+        stall_timeout_s: float = 30.0,
+        data_timeout_s: float = 120.0,
+        startup_timeout_s: float = 120.0,
+    ) -> None:
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+        if ring_slots < 2:
+            # With one slot a reader that is lapped mid-copy has no intact rollout to fall back to.
+            raise ValueError(f"ring_slots must be >= 2, got {ring_slots}")
+        if staging_capacity < 1:
+            raise ValueError(f"staging_capacity must be >= 1, got {staging_capacity}")
+        super().__init__(
+            task,
+            num_envs,
+            seed=seed,
+            task_kwargs=task_kwargs,
+            physics_threads=physics_threads,
+            collector_torch_threads=collector_torch_threads,
+            stall_timeout_s=stall_timeout_s,
+            data_timeout_s=data_timeout_s,
+            startup_timeout_s=startup_timeout_s,
+        )
+        self.num_steps = num_steps
+        self.ring_slots = ring_slots
+        self.staging_capacity = staging_capacity
+        self.ring: RolloutRing | None = None
+        self.last_rollouts_staged = 0
+
+    @property
+    def ring_dropped(self) -> int:
+        """Rollouts the collector overwrote before the learner read them."""
+        return 0 if self.ring is None else self.ring.dropped
+
+    @override
+    def train_dataloader(self) -> DataLoader:
+        if self.ring is None or self.collector is None:
+            raise RuntimeError("train_dataloader() before setup('fit') started the collector")
+        fields = self.ring.fields
+        pool = StagingPool(
+            self.staging_capacity,
+            self.num_steps,
+            self.num_envs,
+            step_fields={
+                k: (shape[2:], dtype)
+                for k, (shape, dtype) in fields.items()
+                if k not in (*_PER_ENV, VERSION_FIELD)
+            },
+            env_fields={
+                k: (shape[1:], dtype) for k, (shape, dtype) in fields.items() if k in _PER_ENV
+            },
+            device=self.device,
+        )
+        dataset = RolloutDataset(self.ring, pool, self.collector, self, self.data_timeout_s)
+        return DataLoader(dataset, batch_size=None, num_workers=0)
+
+    def _fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        spec = self.env_spec
+        return rollout_fields(
+            self.num_steps,
+            self.num_envs,
+            spec.obs_sizes[POLICY],
+            spec.obs_sizes[CRITIC],
+            spec.action_size,
+        )
+
+    @override
+    def _transport_blocks(self) -> Mapping[str, int]:
+        return {"rollout_ring": RolloutRing.required_bytes(self.ring_slots, self._fields())}
+
+    @property
+    @override
+    def _shrink_keys(self) -> tuple[str, ...]:
+        return ("data.init_args.num_envs", "data.init_args.num_steps", "data.init_args.ring_slots")
+
+    @override
+    def _create_transport(self) -> AppoWriterSpec:
+        self.ring = RolloutRing(self.ring_slots, self._fields())
+        return AppoWriterSpec(ring=self.ring.handle(), num_steps=self.num_steps)
+
+    @override
+    def _release_transport(self) -> None:
+        if self.ring is not None:
+            self.ring.unlink()
+            self.ring = None
