@@ -1,0 +1,256 @@
+"""Quadruped joystick: a 12-joint quadruped under PD position control tracks velocity commands."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+
+import mujoco
+import numpy as np
+
+from unilab_lit.envs.base import BatchedMujocoEnv, Obs
+from unilab_lit.envs.spec import CRITIC, POLICY
+
+NUM_JOINTS = 12
+# Free-joint layout: qpos = [xyz, quat(wxyz), joints], qvel = [world linear, body angular, joints].
+_QUAT = slice(3, 7)
+_JOINT_QPOS = slice(7, 7 + NUM_JOINTS)
+_JOINT_QVEL = slice(6, 6 + NUM_JOINTS)
+_GRAVITY_DIR = np.array([0.0, 0.0, -1.0])
+
+DEFAULT_REWARD_WEIGHTS: Mapping[str, float] = {
+    "tracking_lin_vel": 1.0,
+    "tracking_ang_vel": 0.5,
+    "lin_vel_z": -2.0,
+    "ang_vel_xy": -0.05,
+    "orientation": -2.0,
+    "torques": -2e-4,
+    "action_rate": -0.01,
+}
+
+
+def rotate_to_body(quat: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """Express world-frame vectors in the body frame of unit quaternions ``quat`` (w, x, y, z).
+
+    ``quat`` is ``[N, 4]``; ``vec`` is ``[N, 3]`` or ``[3]`` (the same vector for every row).
+    """
+    w = quat[:, :1]
+    u = -quat[:, 1:]  # the conjugate rotates world -> body
+    t = 2.0 * np.cross(u, vec)
+    return vec + w * t + np.cross(u, t)
+
+
+class QuadrupedJoystick(BatchedMujocoEnv):
+    """Track a commanded body velocity (forward, lateral, yaw rate) with a 12-joint quadruped.
+
+    Modelled on the Go1 joystick task of legged_gym / MuJoCo Playground, on a Go1-sized robot
+    authored in ``assets/quadruped.xml`` (position actuators kp 60, kv 1.5; 5 ms implicitfast
+    steps, 4 per control step, so ``control_dt`` is 0.02 s).
+
+    Actions in ``[-1, 1]^12`` are joint targets ``home + action_scale * action`` around the
+    standing pose. A command ``(vx, vy, yaw_rate)`` is drawn uniformly from the ranges at each
+    reset and again every ``command_resample_steps`` steps of an episode.
+
+    Reward per step = ``control_dt * sum(weight * term)`` (rates per second, as legged_gym):
+    ``tracking_lin_vel = exp(-|cmd_xy - v_xy|^2 / sigma)`` and
+    ``tracking_ang_vel = exp(-(cmd_yaw - w_z)^2 / sigma)`` with body-frame velocities;
+    penalties ``lin_vel_z = v_z^2``, ``ang_vel_xy = |w_xy|^2``, ``orientation = |g_xy|^2``
+    (projected gravity), ``torques = |tau|^2``, ``action_rate = |a_t - a_{t-1}|^2``. Each
+    reported term is the weighted, dt-scaled contribution, so the terms sum to the reward.
+
+    Observations: ``policy`` (45) = body angular velocity (3), projected gravity (3),
+    command (3), joint positions minus home (12), joint velocities (12), last action (12);
+    ``critic`` (48) = policy + body-frame linear velocity (3), which a real robot cannot
+    measure directly. Terminated when the trunk tilts past ``max_tilt_deg`` or drops below
+    ``min_base_height``; truncated after ``max_episode_steps`` (1000 = 20 s).
+
+    Args:
+        num_envs: Number of simulations.
+        seed: Seed of reset noise, commands and the timeout stagger.
+        num_threads: Threads stepping the physics.
+        max_episode_steps: Control steps per episode (0.02 s each).
+        action_scale: Radians of joint-target offset per unit of action, > 0.
+        command_resample_steps: Steps between command draws within an episode, >= 1.
+        lin_vel_x_range: Forward velocity command range (m/s), low <= high.
+        lin_vel_y_range: Lateral velocity command range (m/s), low <= high.
+        yaw_rate_range: Yaw rate command range (rad/s), low <= high.
+        tracking_sigma: Width (squared units) of the exponential tracking rewards, > 0.
+        reward_weights: Overrides of ``DEFAULT_REWARD_WEIGHTS`` by term name.
+        reset_joint_noise: Half-width (rad) of the uniform noise on the initial joint angles.
+        min_base_height: Trunk height (m) below which an episode terminates.
+        max_tilt_deg: Trunk tilt from upright (degrees) beyond which an episode terminates,
+            in (0, 180].
+
+    Raises:
+        ValueError: If an argument is out of its range or a reward weight names no term.
+    """
+
+    REWARD_TERMS = tuple(DEFAULT_REWARD_WEIGHTS)
+    POLICY_OBS_SIZE = 3 + 3 + 3 + 3 * NUM_JOINTS
+    CRITIC_OBS_SIZE = POLICY_OBS_SIZE + 3
+    FRAME_SKIP = 4
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        seed: int = 0,
+        num_threads: int = 1,
+        max_episode_steps: int = 1000,
+        action_scale: float = 0.25,
+        command_resample_steps: int = 500,
+        lin_vel_x_range: tuple[float, float] = (-1.0, 1.0),
+        lin_vel_y_range: tuple[float, float] = (-0.5, 0.5),
+        yaw_rate_range: tuple[float, float] = (-1.0, 1.0),
+        tracking_sigma: float = 0.25,
+        reward_weights: Mapping[str, float] | None = None,
+        reset_joint_noise: float = 0.1,
+        min_base_height: float = 0.15,
+        max_tilt_deg: float = 60.0,
+    ) -> None:
+        name = type(self).__name__
+        if action_scale <= 0:
+            raise ValueError(f"{name}: action_scale must be > 0, got {action_scale}")
+        if command_resample_steps < 1:
+            raise ValueError(
+                f"{name}: command_resample_steps must be >= 1, got {command_resample_steps}"
+            )
+        ranges = {
+            "lin_vel_x_range": lin_vel_x_range,
+            "lin_vel_y_range": lin_vel_y_range,
+            "yaw_rate_range": yaw_rate_range,
+        }
+        for arg, (low, high) in ranges.items():
+            if not low <= high:
+                raise ValueError(f"{name}: {arg} must have low <= high, got {(low, high)}")
+        if tracking_sigma <= 0:
+            raise ValueError(f"{name}: tracking_sigma must be > 0, got {tracking_sigma}")
+        unknown = set(reward_weights or {}) - set(DEFAULT_REWARD_WEIGHTS)
+        if unknown:
+            raise ValueError(
+                f"{name}: reward_weights names unknown terms {sorted(unknown)}; "
+                f"valid terms: {list(DEFAULT_REWARD_WEIGHTS)}"
+            )
+        if reset_joint_noise < 0:
+            raise ValueError(f"{name}: reset_joint_noise must be >= 0, got {reset_joint_noise}")
+        if not 0 < max_tilt_deg <= 180:
+            raise ValueError(f"{name}: max_tilt_deg must be in (0, 180], got {max_tilt_deg}")
+
+        xml = resources.files("unilab_lit.envs").joinpath("assets", "quadruped.xml")
+        with resources.as_file(xml) as path:
+            model = mujoco.MjModel.from_xml_path(str(path))
+        super().__init__(
+            model,
+            num_envs,
+            frame_skip=self.FRAME_SKIP,
+            max_episode_steps=max_episode_steps,
+            obs_sizes={POLICY: self.POLICY_OBS_SIZE, CRITIC: self.CRITIC_OBS_SIZE},
+            reward_terms=self.REWARD_TERMS,
+            seed=seed,
+            num_threads=num_threads,
+            action_low=-np.ones(NUM_JOINTS, dtype=np.float32),
+            action_high=np.ones(NUM_JOINTS, dtype=np.float32),
+        )
+        home = model.key("home")
+        self._home_qpos = home.qpos.copy()
+        self._home_joints = home.qpos[_JOINT_QPOS].copy()
+        self._action_scale = action_scale
+        self._command_resample_steps = command_resample_steps
+        self._command_low = np.array([r[0] for r in ranges.values()])
+        self._command_high = np.array([r[1] for r in ranges.values()])
+        self._tracking_sigma = tracking_sigma
+        weights = {**DEFAULT_REWARD_WEIGHTS, **(reward_weights or {})}
+        self._weights = {term: weights[term] * self.spec.control_dt for term in self.REWARD_TERMS}
+        self._reset_joint_noise = reset_joint_noise
+        self._min_base_height = min_base_height
+        self._min_up_z = float(np.cos(np.deg2rad(max_tilt_deg)))
+
+        self._actuator_force = self.batch.bind("actuator_force")
+        self._command = np.zeros((num_envs, 3))
+        self._tracked_command = np.zeros((num_envs, 3))
+        self._command_age = np.zeros(num_envs, dtype=np.int64)
+        self._last_action = np.zeros((num_envs, NUM_JOINTS))
+        self._previous_action = np.zeros((num_envs, NUM_JOINTS))
+
+    # ------------------------------------------------------------------ hooks
+
+    def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
+        # The only hook that sees the actions before the observation is assembled, which needs
+        # them as "last action"; the reward's action-rate term needs the one before as well.
+        self._previous_action, self._last_action = self._last_action, actions.astype(np.float64)
+        return self._home_joints + self._action_scale * self._last_action
+
+    def _simulate(self) -> None:
+        super()._simulate()
+        # The step's reward tracks the command the policy acted on; a command due for a new draw
+        # changes only after the physics step, so the observation returned by this step shows
+        # the new command the next action will be judged against.
+        self._tracked_command[:] = self._command
+        self._command_age += 1
+        due = np.flatnonzero(self._command_age >= self._command_resample_steps)
+        if due.size:
+            self._sample_commands(due, self._rng)
+
+    def _compute_obs(self) -> Obs:
+        quat = self.qpos[:, _QUAT]
+        policy = np.concatenate(
+            [
+                self.qvel[:, 3:6],
+                rotate_to_body(quat, _GRAVITY_DIR),
+                self._command,
+                self.qpos[:, _JOINT_QPOS] - self._home_joints,
+                self.qvel[:, _JOINT_QVEL],
+                self._last_action,
+            ],
+            axis=1,
+        )
+        critic = np.concatenate([policy, rotate_to_body(quat, self.qvel[:, 0:3])], axis=1)
+        return {POLICY: policy, CRITIC: critic}
+
+    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        quat = self.qpos[:, _QUAT]
+        lin_vel = rotate_to_body(quat, self.qvel[:, 0:3])
+        ang_vel = self.qvel[:, 3:6]
+        gravity = rotate_to_body(quat, _GRAVITY_DIR)
+        command = self._tracked_command
+        lin_error = np.sum(np.square(command[:, :2] - lin_vel[:, :2]), axis=1)
+        yaw_error = np.square(command[:, 2] - ang_vel[:, 2])
+        raw = {
+            "tracking_lin_vel": np.exp(-lin_error / self._tracking_sigma),
+            "tracking_ang_vel": np.exp(-yaw_error / self._tracking_sigma),
+            "lin_vel_z": np.square(lin_vel[:, 2]),
+            "ang_vel_xy": np.sum(np.square(ang_vel[:, :2]), axis=1),
+            "orientation": np.sum(np.square(gravity[:, :2]), axis=1),
+            "torques": np.sum(np.square(self._actuator_force), axis=1),
+            "action_rate": np.sum(np.square(self._last_action - self._previous_action), axis=1),
+        }
+        terms = {term: self._weights[term] * value for term, value in raw.items()}
+        return sum(terms.values()), terms
+
+    def _compute_terminated(self) -> np.ndarray:
+        quat = self.qpos[:, _QUAT]
+        # z of the trunk's up axis in the world frame: cos(tilt from upright).
+        up_z = 1.0 - 2.0 * (quat[:, 1] ** 2 + quat[:, 2] ** 2)
+        return (up_z < self._min_up_z) | (self.qpos[:, 2] < self._min_base_height)
+
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        n = env_ids.size
+        qpos = np.tile(self._home_qpos, (n, 1))
+        yaw = rng.uniform(-np.pi, np.pi, n)
+        qpos[:, 3] = np.cos(0.5 * yaw)
+        qpos[:, 6] = np.sin(0.5 * yaw)
+        noise = self._reset_joint_noise
+        qpos[:, _JOINT_QPOS] += rng.uniform(-noise, noise, (n, NUM_JOINTS))
+        self.qpos[env_ids] = qpos
+        self.qvel[env_ids] = 0.0
+        self._last_action[env_ids] = 0.0
+        self._previous_action[env_ids] = 0.0
+        self._sample_commands(env_ids, rng)
+
+    # ------------------------------------------------------------------ internals
+
+    def _sample_commands(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        self._command[env_ids] = rng.uniform(
+            self._command_low, self._command_high, (env_ids.size, 3)
+        )
+        self._command_age[env_ids] = 0
