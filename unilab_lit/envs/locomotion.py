@@ -1,0 +1,450 @@
+"""Gymnasium v5 MuJoCo locomotion tasks (HalfCheetah, Hopper, Ant), batched.
+
+Each task loads the MJCF file the installed gymnasium package ships and reproduces the v5
+environment's observation, reward terms, termination, ``frame_skip``, reset noise and defaults,
+so that it agrees step for step with ``gymnasium.make("<Name>-v5")`` started from the same state.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from mujoco import batch as mj_batch
+
+from unilab_lit.envs.base import BatchedMujocoEnv, Obs
+from unilab_lit.envs.spec import CRITIC, POLICY
+
+
+def gymnasium_asset(file_name: str) -> Path:
+    """Path of an MJCF file shipped by the installed gymnasium (nothing is downloaded).
+
+    Raises:
+        FileNotFoundError: If gymnasium is not installed or does not ship ``file_name``.
+    """
+    found = importlib.util.find_spec("gymnasium")
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError(
+            "gymnasium is not installed; install it with `pip install gymnasium[mujoco]`"
+        )
+    assets = Path(found.submodule_search_locations[0]) / "envs" / "mujoco" / "assets"
+    path = assets / file_name
+    if not path.is_file():
+        shipped = sorted(p.name for p in assets.glob("*.xml"))
+        raise FileNotFoundError(f"gymnasium ships no {file_name!r} in {assets}; it has {shipped}")
+    return path
+
+
+class _LastStageContactForces:
+    """``cfrc_ext`` as gymnasium reads it after ``mj_step`` with the RK4 integrator.
+
+    Gymnasium calls ``mj_rnePostConstraint`` after ``mj_step``; with RK4 the contacts and
+    constraint forces left in ``mjData`` then belong to the last Runge-Kutta stage of the last
+    substep, not to the state the step ends in. ``Batch`` does not run ``mj_rnePostConstraint``,
+    so this probe recovers that stage's ``qpos``/``qvel`` from the derived fields the main batch
+    reports (they describe that stage), loads them on a second batch over the state saved
+    before the substep (same warm start and controls) and reads ``cfrc_ext`` from a forward
+    pass, which an accelerometer makes compute it. Recovering the stage needs a free root joint
+    and hinges driven one-to-one by joint actuators (the gymnasium Ant).
+
+    Args:
+        xml_path: The MJCF file of the main model.
+        main: The batch whose last step is probed.
+        num_threads: Threads of the probe's batch.
+
+    Raises:
+        ValueError: If the model's joints are not a free root plus actuated hinges.
+    """
+
+    def __init__(self, xml_path: Path, main: mj_batch.Batch, num_threads: int) -> None:
+        spec = mujoco.MjSpec.from_file(str(xml_path))
+        spec.worldbody.add_site(name="_rne_post_constraint_probe")
+        spec.add_sensor(
+            type=mujoco.mjtSensor.mjSENS_ACCELEROMETER,
+            objtype=mujoco.mjtObj.mjOBJ_SITE,
+            objname="_rne_post_constraint_probe",
+        )
+        model = spec.compile()
+        joints = model.actuator_trnid[:, 0]
+        hinges = set(range(1, model.njnt))
+        if (
+            model.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE
+            or any(model.jnt_type[j] != mujoco.mjtJoint.mjJNT_HINGE for j in hinges)
+            or (model.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT).any()
+            or sorted(joints.tolist()) != sorted(hinges)
+        ):
+            raise ValueError(
+                f"{xml_path.name}: the contact-force probe needs a free root joint and hinges "
+                "each driven by one joint actuator"
+            )
+        self._root = int(model.jnt_bodyid[0])
+        self._hinge_q = model.jnt_qposadr[joints]
+        self._hinge_v = model.jnt_dofadr[joints]
+        self._gear = model.actuator_gear[:, 0].copy()
+        self._main = {
+            name: main.bind(name)
+            for name in ("xpos", "xquat", "cvel", "cdof", "actuator_length", "actuator_velocity")
+        }
+        self._batch = mj_batch.Batch(model, nsim=main.nsim, nthread=num_threads)
+        self._state = self._batch.state
+        self._qpos = self._batch.bind("qpos")
+        self._qvel = self._batch.bind("qvel")
+        self._cfrc_ext = self._batch.bind("cfrc_ext")
+
+    def forces(self, state_before_last_substep: np.ndarray) -> np.ndarray:
+        """``cfrc_ext`` ``[num_envs, nbody, 6]`` of the last stage of the main batch's last step."""
+        main, root = self._main, self._root
+        self._state[:] = state_before_last_substep
+        # A free joint places its body directly: xpos/xquat are qpos[0:3] and the normalised
+        # qpos[3:7]; joint actuators report gear * (hinge position, hinge velocity).
+        self._qpos[:, 0:3] = main["xpos"][:, root]
+        self._qpos[:, 3:7] = main["xquat"][:, root]
+        self._qpos[:, self._hinge_q] = main["actuator_length"] / self._gear
+        self._qvel[:, self._hinge_v] = main["actuator_velocity"] / self._gear
+        # The root's com-based velocity is the free joint's six motion axes times its qvel.
+        axes = np.swapaxes(main["cdof"][:, 0:6], 1, 2)
+        self._qvel[:, 0:6] = np.linalg.solve(axes, main["cvel"][:, root, :, None])[..., 0]
+        self._batch.forward()
+        return self._cfrc_ext
+
+
+class _GymnasiumLocomotion(BatchedMujocoEnv):
+    """What the three gymnasium v5 tasks share: the asset, forward progress and the ctrl cost."""
+
+    def __init__(
+        self,
+        xml_file: str,
+        num_envs: int,
+        *,
+        obs_size: int,
+        reward_terms: tuple[str, ...],
+        frame_skip: int,
+        max_episode_steps: int,
+        reset_noise_scale: float,
+        seed: int,
+        num_threads: int,
+    ) -> None:
+        if reset_noise_scale < 0:
+            raise ValueError(
+                f"{type(self).__name__}: reset_noise_scale must be >= 0, got {reset_noise_scale}"
+            )
+        self._xml_path = gymnasium_asset(xml_file)
+        model = mujoco.MjModel.from_xml_path(str(self._xml_path))
+        super().__init__(
+            model,
+            num_envs,
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            obs_sizes={POLICY: obs_size, CRITIC: obs_size},
+            reward_terms=reward_terms,
+            seed=seed,
+            num_threads=num_threads,
+        )
+        self._reset_noise_scale = reset_noise_scale
+        self._init_qpos = model.qpos0.copy()
+        # gymnasium's dt, computed the same way so velocities agree to the last bit.
+        self._dt = model.opt.timestep * frame_skip
+        self._x_before = np.zeros(num_envs)
+
+    def _before_physics(self) -> None:
+        self._x_before = self.qpos[:, 0].copy()
+
+    @staticmethod
+    def _ctrl_cost(actions: np.ndarray, weight: float) -> np.ndarray:
+        # float32 like gymnasium, which squares the float32 action.
+        return (weight * np.sum(np.square(actions), axis=1)).astype(np.float64)
+
+    def _uniform_noise(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        return rng.uniform(-self._reset_noise_scale, self._reset_noise_scale, size=shape)
+
+
+class HalfCheetah(_GymnasiumLocomotion):
+    """Gymnasium ``HalfCheetah-v5``: run forward on a planar cheetah.
+
+    Observation (policy = critic, 17): ``qpos[1:]``, ``qvel``. Reward = ``forward - ctrl`` with
+    terms ``forward`` (x velocity x weight) and ``ctrl`` (minus the weighted squared action).
+    Never terminates; episodes time out.
+
+    Args:
+        num_envs: Number of simulations.
+        seed: Seed of the reset noise and the timeout stagger.
+        num_threads: Threads stepping the physics.
+        forward_reward_weight: Weight of the forward velocity.
+        ctrl_cost_weight: Weight of the squared action.
+        reset_noise_scale: Half-width of the uniform qpos noise and std of the Gaussian qvel noise.
+        frame_skip: Physics steps per control step.
+        max_episode_steps: Control steps per episode.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        seed: int = 0,
+        num_threads: int = 1,
+        forward_reward_weight: float = 1.0,
+        ctrl_cost_weight: float = 0.1,
+        reset_noise_scale: float = 0.1,
+        frame_skip: int = 5,
+        max_episode_steps: int = 1000,
+    ) -> None:
+        super().__init__(
+            "half_cheetah.xml",
+            num_envs,
+            obs_size=17,
+            reward_terms=("forward", "ctrl"),
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            reset_noise_scale=reset_noise_scale,
+            seed=seed,
+            num_threads=num_threads,
+        )
+        self._forward_reward_weight = forward_reward_weight
+        self._ctrl_cost_weight = ctrl_cost_weight
+
+    def _compute_obs(self) -> Obs:
+        obs = np.concatenate([self.qpos[:, 1:], self.qvel], axis=1).astype(np.float32)
+        return {POLICY: obs, CRITIC: obs}
+
+    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        x_velocity = (self.qpos[:, 0] - self._x_before) / self._dt
+        forward = self._forward_reward_weight * x_velocity
+        ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
+        return forward - ctrl_cost, {"forward": forward, "ctrl": -ctrl_cost}
+
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
+        self.qpos[env_ids] = self._init_qpos + self._uniform_noise(rng, (n, nq))
+        self.qvel[env_ids] = self._reset_noise_scale * rng.standard_normal((n, nv))
+
+
+class Hopper(_GymnasiumLocomotion):
+    """Gymnasium ``Hopper-v5``: hop forward on one leg without falling.
+
+    Observation (policy = critic, 11): ``qpos[1:]``, ``clip(qvel, -10, 10)``. Reward =
+    ``forward + survive - ctrl`` with terms ``forward``, ``survive`` (``healthy_reward`` while
+    healthy) and ``ctrl``. Healthy: every entry of ``(qpos, qvel)[2:]`` strictly inside
+    ``healthy_state_range``, height ``qpos[1]`` inside ``healthy_z_range`` and torso angle
+    ``qpos[2]`` inside ``healthy_angle_range`` (all open intervals).
+
+    Args:
+        num_envs: Number of simulations.
+        seed: Seed of the reset noise and the timeout stagger.
+        num_threads: Threads stepping the physics.
+        forward_reward_weight: Weight of the forward velocity.
+        ctrl_cost_weight: Weight of the squared action.
+        healthy_reward: Reward per step while healthy.
+        terminate_when_unhealthy: End the episode (terminated) once unhealthy.
+        healthy_state_range: Open interval for ``(qpos, qvel)[2:]``.
+        healthy_z_range: Open interval for the torso height.
+        healthy_angle_range: Open interval for the torso angle.
+        reset_noise_scale: Half-width of the uniform qpos and qvel noise.
+        frame_skip: Physics steps per control step.
+        max_episode_steps: Control steps per episode.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        seed: int = 0,
+        num_threads: int = 1,
+        forward_reward_weight: float = 1.0,
+        ctrl_cost_weight: float = 1e-3,
+        healthy_reward: float = 1.0,
+        terminate_when_unhealthy: bool = True,
+        healthy_state_range: tuple[float, float] = (-100.0, 100.0),
+        healthy_z_range: tuple[float, float] = (0.7, float("inf")),
+        healthy_angle_range: tuple[float, float] = (-0.2, 0.2),
+        reset_noise_scale: float = 5e-3,
+        frame_skip: int = 4,
+        max_episode_steps: int = 1000,
+    ) -> None:
+        super().__init__(
+            "hopper.xml",
+            num_envs,
+            obs_size=11,
+            reward_terms=("forward", "survive", "ctrl"),
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            reset_noise_scale=reset_noise_scale,
+            seed=seed,
+            num_threads=num_threads,
+        )
+        self._forward_reward_weight = forward_reward_weight
+        self._ctrl_cost_weight = ctrl_cost_weight
+        self._healthy_reward = healthy_reward
+        self._terminate_when_unhealthy = terminate_when_unhealthy
+        self._healthy_state_range = healthy_state_range
+        self._healthy_z_range = healthy_z_range
+        self._healthy_angle_range = healthy_angle_range
+
+    def _is_healthy(self) -> np.ndarray:
+        low, high = self._healthy_state_range
+        state = np.concatenate([self.qpos[:, 2:], self.qvel], axis=1)
+        healthy = ((low < state) & (state < high)).all(axis=1)
+        z, angle = self.qpos[:, 1], self.qpos[:, 2]
+        healthy &= (self._healthy_z_range[0] < z) & (z < self._healthy_z_range[1])
+        healthy &= (self._healthy_angle_range[0] < angle) & (angle < self._healthy_angle_range[1])
+        return healthy
+
+    def _compute_obs(self) -> Obs:
+        velocity = np.clip(self.qvel, -10.0, 10.0)
+        obs = np.concatenate([self.qpos[:, 1:], velocity], axis=1).astype(np.float32)
+        return {POLICY: obs, CRITIC: obs}
+
+    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        x_velocity = (self.qpos[:, 0] - self._x_before) / self._dt
+        forward = self._forward_reward_weight * x_velocity
+        survive = self._is_healthy() * self._healthy_reward
+        ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
+        reward = (forward + survive) - ctrl_cost
+        return reward, {"forward": forward, "survive": survive, "ctrl": -ctrl_cost}
+
+    def _compute_terminated(self) -> np.ndarray:
+        if not self._terminate_when_unhealthy:
+            return np.zeros(self.num_envs, dtype=bool)
+        return ~self._is_healthy()
+
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
+        self.qpos[env_ids] = self._init_qpos + self._uniform_noise(rng, (n, nq))
+        self.qvel[env_ids] = self._uniform_noise(rng, (n, nv))
+
+
+class Ant(_GymnasiumLocomotion):
+    """Gymnasium ``Ant-v5``: walk forward on a four-legged robot.
+
+    Observation (policy = critic, 105): ``qpos[2:]``, ``qvel`` and, by default, the external
+    contact wrenches ``clip(cfrc_ext[1:], *contact_force_range)`` (13 bodies x 6). Reward =
+    ``forward + survive - ctrl - contact`` with terms ``forward`` (torso x velocity x weight),
+    ``survive``, ``ctrl`` and ``contact`` (minus the weighted squared clipped contact wrenches).
+    Healthy: finite state and torso height ``qpos[2]`` inside the closed ``healthy_z_range``.
+
+    Args:
+        num_envs: Number of simulations.
+        seed: Seed of the reset noise and the timeout stagger.
+        num_threads: Threads stepping the physics.
+        forward_reward_weight: Weight of the forward velocity.
+        ctrl_cost_weight: Weight of the squared action.
+        contact_cost_weight: Weight of the squared clipped contact wrenches.
+        healthy_reward: Reward per step while healthy.
+        terminate_when_unhealthy: End the episode (terminated) once unhealthy.
+        healthy_z_range: Closed interval for the torso height.
+        contact_force_range: Clip range of the contact wrenches.
+        include_cfrc_ext_in_observation: Append the clipped contact wrenches to the observation.
+        reset_noise_scale: Half-width of the uniform qpos noise and std of the Gaussian qvel noise.
+        frame_skip: Physics steps per control step.
+        max_episode_steps: Control steps per episode.
+    """
+
+    MAIN_BODY = 1
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        seed: int = 0,
+        num_threads: int = 1,
+        forward_reward_weight: float = 1.0,
+        ctrl_cost_weight: float = 0.5,
+        contact_cost_weight: float = 5e-4,
+        healthy_reward: float = 1.0,
+        terminate_when_unhealthy: bool = True,
+        healthy_z_range: tuple[float, float] = (0.2, 1.0),
+        contact_force_range: tuple[float, float] = (-1.0, 1.0),
+        include_cfrc_ext_in_observation: bool = True,
+        reset_noise_scale: float = 0.1,
+        frame_skip: int = 5,
+        max_episode_steps: int = 1000,
+    ) -> None:
+        if contact_force_range[0] > contact_force_range[1]:
+            raise ValueError(
+                f"Ant: contact_force_range must be (low, high), got {contact_force_range}"
+            )
+        sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("ant.xml")))
+        contact_size = 6 * (sizes.nbody - 1) if include_cfrc_ext_in_observation else 0
+        super().__init__(
+            "ant.xml",
+            num_envs,
+            obs_size=sizes.nq - 2 + sizes.nv + contact_size,
+            reward_terms=("forward", "survive", "ctrl", "contact"),
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            reset_noise_scale=reset_noise_scale,
+            seed=seed,
+            num_threads=num_threads,
+        )
+        self._forward_reward_weight = forward_reward_weight
+        self._ctrl_cost_weight = ctrl_cost_weight
+        self._contact_cost_weight = contact_cost_weight
+        self._healthy_reward = healthy_reward
+        self._terminate_when_unhealthy = terminate_when_unhealthy
+        self._healthy_z_range = healthy_z_range
+        self._contact_force_range = contact_force_range
+        self._include_cfrc_ext = include_cfrc_ext_in_observation
+        self._xpos = self.batch.bind("xpos")
+        self._xy_before = np.zeros((num_envs, 2))
+        self._cfrc_ext = np.zeros((num_envs, self.model.nbody, 6))
+        self._probe = None
+        if include_cfrc_ext_in_observation or contact_cost_weight != 0:
+            self._probe = _LastStageContactForces(self._xml_path, self.batch, num_threads)
+
+    def _before_physics(self) -> None:
+        self._xy_before = self._xpos[:, self.MAIN_BODY, :2].copy()
+
+    def _simulate(self) -> None:
+        if self._probe is None:
+            self.batch.step(nstep=self.frame_skip)
+            return
+        if self.frame_skip > 1:
+            self.batch.step(nstep=self.frame_skip - 1)
+        before_last = self.batch.state.copy()
+        self.batch.step(nstep=1)
+        self._cfrc_ext[:] = self._probe.forces(before_last)
+
+    def _contact_forces(self) -> np.ndarray:
+        low, high = self._contact_force_range
+        return np.clip(self._cfrc_ext, low, high)
+
+    def _is_healthy(self) -> np.ndarray:
+        z = self.qpos[:, 2]
+        finite = np.isfinite(self.qpos).all(axis=1) & np.isfinite(self.qvel).all(axis=1)
+        return finite & (self._healthy_z_range[0] <= z) & (z <= self._healthy_z_range[1])
+
+    def _compute_obs(self) -> Obs:
+        parts = [self.qpos[:, 2:], self.qvel]
+        if self._include_cfrc_ext:
+            parts.append(self._contact_forces()[:, 1:].reshape(self.num_envs, -1))
+        obs = np.concatenate(parts, axis=1).astype(np.float32)
+        return {POLICY: obs, CRITIC: obs}
+
+    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        xy_velocity = (self._xpos[:, self.MAIN_BODY, :2] - self._xy_before) / self._dt
+        forward = xy_velocity[:, 0] * self._forward_reward_weight
+        survive = self._is_healthy() * self._healthy_reward
+        ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
+        contact = self._contact_forces().reshape(self.num_envs, -1)
+        contact_cost = self._contact_cost_weight * np.sum(np.square(contact), axis=1)
+        reward = (forward + survive) - (ctrl_cost + contact_cost)
+        terms = {
+            "forward": forward,
+            "survive": survive,
+            "ctrl": -ctrl_cost,
+            "contact": -contact_cost,
+        }
+        return reward, terms
+
+    def _compute_terminated(self) -> np.ndarray:
+        if not self._terminate_when_unhealthy:
+            return np.zeros(self.num_envs, dtype=bool)
+        return ~self._is_healthy()
+
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
+        self.qpos[env_ids] = self._init_qpos + self._uniform_noise(rng, (n, nq))
+        self.qvel[env_ids] = self._reset_noise_scale * rng.standard_normal((n, nv))
+        # After mj_resetData and a forward pass gymnasium's cfrc_ext is zero.
+        self._cfrc_ext[env_ids] = 0.0
