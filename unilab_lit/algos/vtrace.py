@@ -56,7 +56,8 @@ def vtrace(
         values: ``V(x_t)`` under the critic being trained.
         bootstrap_value: ``V(x_T)`` of the observation after the last step, ``[M]``.
         discounts: ``γ·(1 − done_t)``.
-        truncated: Bool mask of steps that ended by timeout (a subset of done).
+        truncated: Bool mask of steps that ended by timeout and not by termination (a subset
+            of done; a step that is both must count as terminated, i.e. not truncated).
         final_values: ``V(final_obs_t)``; read only where ``truncated``.
         gamma: Discount used for the truncation bootstrap.
         clip_rho_threshold: ρ̄, clip on the importance weight in δ and in the advantages.

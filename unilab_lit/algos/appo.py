@@ -1,0 +1,517 @@
+"""APPO: asynchronous PPO with V-trace targets and an IMPACT target policy, as a LightningModule."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import torch
+from lightning.pytorch import LightningModule
+from tensordict import TensorDict
+from torch import nn
+
+from unilab_lit import metrics
+from unilab_lit.algos.vtrace import vtrace
+from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.nn.policies import Activation, GaussianActor, MLPCritic, PolicySpec
+
+log = logging.getLogger(__name__)
+
+_SCHEDULES = ("adaptive", "fixed")
+
+
+def impact_surrogate_loss(
+    log_prob: torch.Tensor,
+    behaviour_log_prob: torch.Tensor,
+    target_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_param: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO-clipped surrogate on the IMPACT ratio ``π / max(π_behaviour, π_target)``.
+
+    Dividing by the larger of the two densities keeps the ratio bounded when the behaviour
+    policy is stale (IMPACT, Luo et al. 2020); when behaviour and target agree it is PPO's ratio.
+
+    Returns:
+        ``(loss, clip_fraction)``: ``mean(max(−A·r, −A·clip(r, 1−ε, 1+ε)))`` and the fraction of
+        samples with ``|r − 1| > ε``.
+    """
+    ratio = torch.exp(log_prob - torch.maximum(behaviour_log_prob, target_log_prob))
+    unclipped = advantages * ratio
+    clipped = advantages * ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
+    loss = -torch.minimum(unclipped, clipped).mean()
+    clip_fraction = ((ratio - 1.0).abs() > clip_param).float().mean()
+    return loss, clip_fraction
+
+
+def clipped_value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    clip_param: float,
+    use_clipping: bool,
+) -> torch.Tensor:
+    """PPO value loss: ``mean(max((V − R)², (V_old + clip(V − V_old, ±ε) − R)²))``, or plain MSE."""
+    losses = (values - returns).pow(2)
+    if not use_clipping:
+        return losses.mean()
+    values_clipped = old_values + (values - old_values).clamp(-clip_param, clip_param)
+    return torch.maximum(losses, (values_clipped - returns).pow(2)).mean()
+
+
+def gaussian_kl(
+    mean_p: torch.Tensor, std_p: torch.Tensor, mean_q: torch.Tensor, std_q: torch.Tensor
+) -> torch.Tensor:
+    """``KL(p ‖ q)`` of diagonal Gaussians, summed over the last dimension."""
+    return (
+        torch.log(std_q / std_p)
+        + (std_p.pow(2) + (mean_p - mean_q).pow(2)) / (2.0 * std_q.pow(2))
+        - 0.5
+    ).sum(-1)
+
+
+def adaptive_learning_rate(
+    lr: float,
+    kl: float,
+    desired_kl: float,
+    kl_tolerance_factor: float,
+    lr_factor: float,
+    min_lr: float,
+    max_lr: float,
+) -> float:
+    """The next learning rate of the KL-adaptive schedule (as rsl_rl's PPO, with bounds).
+
+    Divides by ``lr_factor`` when ``kl > desired·tolerance``, multiplies when
+    ``0 < kl < desired/tolerance`` and keeps it otherwise (including ``kl == 0``, the first
+    minibatch of an iteration, and a NaN kl); the result stays in ``[min_lr, max_lr]``.
+    """
+    if kl > desired_kl * kl_tolerance_factor:
+        return max(min_lr, lr / lr_factor)
+    if 0.0 < kl < desired_kl / kl_tolerance_factor:
+        return min(max_lr, lr * lr_factor)
+    return lr
+
+
+def _check(ok: bool, name: str, value: Any, valid: str) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {valid}, got {value!r}")
+
+
+class APPO(LightningModule):
+    """Asynchronous PPO with V-trace off-policy correction and an IMPACT-style target policy.
+
+    V-trace: Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance
+    Weighted Actor-Learner Architectures". Target policy and the ``π / max(π_b, π_target)``
+    ratio: Luo et al. 2020, "IMPACT: Importance Weighted Asynchronous Architectures with
+    Clipped Target Networks".
+
+    One dataset item is one learner iteration: a ``TensorDict`` (``batch_size=[]``) of
+    time-major raw tensors ``obs [T,M,Dp]``, ``critic_obs [T,M,Dc]``, ``actions [T,M,A]``,
+    ``log_prob [T,M]`` (behaviour), ``reward [T,M]``, ``done [T,M]`` (terminated | truncated),
+    ``truncated [T,M]`` (timeouts; False where the step terminated), ``final_critic_obs [T,M,Dc]`` (valid where truncated),
+    ``last_critic_obs [M,Dc]``, ``fresh [M]`` (columns not seen in an earlier item) and
+    ``policy_version [M]`` (``global_step`` of the weights that generated each column). Per item:
+    the normalisers take the fresh columns, the critic gives values and bootstraps, the target
+    actor gives ``log π_target``, V-trace gives value targets and advantages (normalised over
+    the item), then ``num_learning_epochs × num_mini_batches`` Adam steps on the clipped
+    IMPACT surrogate + clipped value loss − entropy bonus, with global grad-norm clipping and
+    (``schedule="adaptive"``) a learning rate adapted to ``KL(target ‖ current)`` before each
+    step. The target actor then moves toward the actor every ``target_update_freq`` iterations.
+
+    Step convention: one ``global_step`` is one iteration, not one optimizer step. Every
+    minibatch step except the last steps the raw Adam; the last one goes through
+    ``self.optimizers().step()``, which is the only call Lightning counts. ``max_steps``,
+    ``ModelCheckpoint(every_n_train_steps)``, the progress bar and the logger's x-axis
+    therefore all count iterations. Because the raw steps bypass Lightning's precision
+    plugin, ``precision="16-mixed"`` (loss scaling) is rejected; 32-bit and bf16 work.
+
+    ``training_step`` takes the ``dataloader_iter`` so Lightning does not fetch the next item
+    before this update finishes (its default one-item prefetch would add a rollout of policy lag).
+
+    A non-finite input batch, loss or gradient norm skips that update (for a bad batch, the
+    whole iteration, without touching the normalisers) and counts it in ``nonfinite_skips``;
+    ``max_nonfinite_steps`` skips in a row raise ``RuntimeError``.
+
+    Args:
+        policy_obs_size: Width of the policy observation group (linked from the data module).
+        critic_obs_size: Width of the critic observation group (linked from the data module).
+        action_size: Width of the action vector (linked from the data module).
+        actor_hidden_dims: Hidden-layer widths of the actor MLP.
+        critic_hidden_dims: Hidden-layer widths of the critic MLP.
+        activation: Hidden-layer activation of both MLPs.
+        init_std: Initial action standard deviation (> 0).
+        std_type: Parameterisation of the learned action std.
+        gamma: Discount factor, in (0, 1].
+        clip_rho_threshold: V-trace ρ̄, clip on importance weights in targets and advantages (> 0).
+        clip_c_threshold: V-trace c̄, clip on the trace coefficients (> 0).
+        clip_param: PPO clip ε for the surrogate ratio and the value change, in (0, 1).
+        value_loss_coef: Weight of the value loss (>= 0).
+        use_clipped_value_loss: Clip the value change around the pre-update values.
+        entropy_coef: Weight of the entropy bonus (>= 0).
+        num_learning_epochs: Passes over each item per iteration (>= 1).
+        num_mini_batches: Minibatches per pass (>= 1); the remainder of ``T·M`` is dropped.
+        learning_rate: Initial Adam learning rate (> 0).
+        schedule: ``"adaptive"`` (KL-driven learning rate) or ``"fixed"``.
+        desired_kl: Target ``KL(target ‖ current)`` per minibatch for the adaptive schedule (> 0).
+        kl_tolerance_factor: The rate falls when KL > desired·factor and rises when
+            0 < KL < desired/factor (> 1).
+        lr_factor: Multiplicative learning-rate change per adaptive step (> 1).
+        min_learning_rate: Lower bound of the adaptive learning rate (> 0).
+        max_learning_rate: Upper bound of the adaptive learning rate (>= min_learning_rate).
+        max_grad_norm: Global gradient-norm clip over actor and critic (> 0).
+        target_update_freq: Iterations between target-actor updates (>= 1).
+        tau: Target update ``target ← τ·actor + (1 − τ)·target``, in (0, 1]; 1 is a hard copy.
+        max_nonfinite_steps: Consecutive skipped non-finite updates that stop training (>= 1).
+
+    Raises:
+        ValueError: If an argument is outside its valid range (the message names it).
+    """
+
+    def __init__(
+        self,
+        policy_obs_size: int,
+        critic_obs_size: int,
+        action_size: int,
+        actor_hidden_dims: Sequence[int] = (512, 256, 128),
+        critic_hidden_dims: Sequence[int] = (512, 256, 128),
+        activation: Activation = "elu",
+        init_std: float = 1.0,
+        std_type: Literal["scalar", "log"] = "scalar",
+        gamma: float = 0.99,
+        clip_rho_threshold: float = 1.0,
+        clip_c_threshold: float = 1.0,
+        clip_param: float = 0.2,
+        value_loss_coef: float = 1.0,
+        use_clipped_value_loss: bool = True,
+        entropy_coef: float = 0.01,
+        num_learning_epochs: int = 5,
+        num_mini_batches: int = 4,
+        learning_rate: float = 1e-3,
+        schedule: Literal["adaptive", "fixed"] = "adaptive",
+        desired_kl: float = 0.01,
+        kl_tolerance_factor: float = 1.2,
+        lr_factor: float = 1.1,
+        min_learning_rate: float = 1e-5,
+        max_learning_rate: float = 1e-2,
+        max_grad_norm: float = 1.0,
+        target_update_freq: int = 1,
+        tau: float = 1.0,
+        max_nonfinite_steps: int = 10,
+    ) -> None:
+        super().__init__()
+        for name, size in (
+            ("policy_obs_size", policy_obs_size),
+            ("critic_obs_size", critic_obs_size),
+            ("action_size", action_size),
+        ):
+            _check(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
+        for name, dims in (
+            ("actor_hidden_dims", actor_hidden_dims),
+            ("critic_hidden_dims", critic_hidden_dims),
+        ):
+            _check(
+                len(dims) > 0 and all(d >= 1 for d in dims),
+                name,
+                list(dims),
+                "a non-empty list of positive widths",
+            )
+        _check(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
+        _check(clip_rho_threshold > 0.0, "clip_rho_threshold", clip_rho_threshold, "> 0")
+        _check(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
+        _check(0.0 < clip_param < 1.0, "clip_param", clip_param, "in (0, 1)")
+        _check(value_loss_coef >= 0.0, "value_loss_coef", value_loss_coef, ">= 0")
+        _check(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
+        _check(num_learning_epochs >= 1, "num_learning_epochs", num_learning_epochs, ">= 1")
+        _check(num_mini_batches >= 1, "num_mini_batches", num_mini_batches, ">= 1")
+        _check(schedule in _SCHEDULES, "schedule", schedule, f"one of {list(_SCHEDULES)}")
+        _check(desired_kl > 0.0, "desired_kl", desired_kl, "> 0")
+        _check(kl_tolerance_factor > 1.0, "kl_tolerance_factor", kl_tolerance_factor, "> 1")
+        _check(lr_factor > 1.0, "lr_factor", lr_factor, "> 1")
+        _check(min_learning_rate > 0.0, "min_learning_rate", min_learning_rate, "> 0")
+        _check(
+            max_learning_rate >= min_learning_rate,
+            "max_learning_rate",
+            max_learning_rate,
+            f">= min_learning_rate ({min_learning_rate})",
+        )
+        if schedule == "adaptive":
+            _check(
+                min_learning_rate <= learning_rate <= max_learning_rate,
+                "learning_rate",
+                learning_rate,
+                f"in [min_learning_rate, max_learning_rate] = [{min_learning_rate}, {max_learning_rate}]"
+                " with schedule='adaptive'",
+            )
+        _check(
+            learning_rate > 0.0 and math.isfinite(learning_rate),
+            "learning_rate",
+            learning_rate,
+            "a finite value > 0",
+        )
+        _check(max_grad_norm > 0.0, "max_grad_norm", max_grad_norm, "> 0")
+        _check(target_update_freq >= 1, "target_update_freq", target_update_freq, ">= 1")
+        _check(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
+        _check(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+
+        self._actor_kwargs: dict[str, Any] = {
+            "obs_size": policy_obs_size,
+            "action_size": action_size,
+            "hidden_dims": list(actor_hidden_dims),
+            "activation": activation,
+            "init_std": init_std,
+            "std_type": std_type,
+        }
+        self.actor = GaussianActor(**self._actor_kwargs)
+        self.critic = MLPCritic(critic_obs_size, list(critic_hidden_dims), activation)
+        self.target_actor = GaussianActor(**self._actor_kwargs)
+        self.target_actor.load_state_dict(self.actor.state_dict())
+        self.target_actor.requires_grad_(False)
+        self.obs_normalizer = ObsNormalizer(policy_obs_size)
+        self.critic_obs_normalizer = ObsNormalizer(critic_obs_size)
+        # Total skipped updates; a buffer so the count survives a resume.
+        self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
+        self._nonfinite_in_a_row = 0
+
+    # ----------------------------------------------------------------- collector contract
+    def collector_policy_spec(self) -> PolicySpec:
+        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
+        return PolicySpec(
+            f"{GaussianActor.__module__}:{GaussianActor.__name__}", dict(self._actor_kwargs)
+        )
+
+    def collector_policy(self) -> nn.Module:
+        """The learner's actor, whose parameters and buffers are published to the collector."""
+        return self.actor
+
+    # ------------------------------------------------------------------------- Lightning
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        return torch.optim.Adam(params, lr=self.hparams.learning_rate)
+
+    def on_fit_start(self) -> None:
+        if self.trainer.precision == "16-mixed":
+            raise ValueError(
+                "APPO does not support precision='16-mixed': its intermediate minibatch steps bypass "
+                "Lightning's gradient scaler; use '32-true' or 'bf16-mixed'"
+            )
+
+    def training_step(self, dataloader_iter: Iterator[Any]) -> None:
+        batch, _, _ = next(dataloader_iter)
+        iteration = self.global_step
+        num_samples = batch["reward"].numel()
+        logged: dict[str, torch.Tensor | float] = {
+            metrics.POLICY_LAG: (iteration - batch["policy_version"]).float().mean(),
+        }
+        if self._batch_is_finite(batch):
+            self._update_normalizers(batch)
+            data, rho_clip_fraction = self._prepare(batch)
+            logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
+            logged.update(self._optimize(data))
+        else:
+            self._skip_nonfinite("input batch", iteration)
+            self._finish_iteration_without_update()
+        if (iteration + 1) % self.hparams.target_update_freq == 0:
+            self._update_target_actor()
+        logged[metrics.LEARNING_RATE] = self._optimizer().param_groups[0]["lr"]
+        logged[metrics.NONFINITE_SKIPS] = self.nonfinite_skips.float()
+        logged[metrics.ACTION_STD] = self.actor.std().detach().mean()
+        self.log_dict(logged, on_step=True, on_epoch=False, batch_size=num_samples)
+
+    # ------------------------------------------------------------------------ iteration
+    @staticmethod
+    def _batch_is_finite(batch: TensorDict) -> bool:
+        keys = ("obs", "critic_obs", "actions", "log_prob", "reward", "last_critic_obs")
+        return bool(torch.stack([batch[k].isfinite().all() for k in keys]).all())
+
+    @torch.no_grad()
+    def _update_normalizers(self, batch: TensorDict) -> None:
+        # Only columns that arrived since the previous item: a rollout stays in the staging
+        # pool for several iterations and would otherwise be counted several times.
+        fresh = batch["fresh"]
+        if not bool(fresh.any()):
+            return
+        obs = batch["obs"][:, fresh]
+        critic_obs = batch["critic_obs"][:, fresh]
+        self.obs_normalizer.update(obs.reshape(-1, obs.shape[-1]))
+        self.critic_obs_normalizer.update(critic_obs.reshape(-1, critic_obs.shape[-1]))
+
+    @torch.no_grad()
+    def _prepare(self, batch: TensorDict) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Per-sample training inputs (flattened to ``[T·M, ...]``) and the ρ clip fraction.
+
+        The inputs are the normalised observations, pre-update values, target-policy terms and
+        V-trace targets / advantages.
+        """
+        hp = self.hparams
+        obs = self.obs_normalizer(batch["obs"])
+        critic_obs = self.critic_obs_normalizer(batch["critic_obs"])
+        actions = batch["actions"]
+        truncated = batch["truncated"]
+        values = self.critic(critic_obs)
+        bootstrap = self.critic(self.critic_obs_normalizer(batch["last_critic_obs"]))
+        final_values = torch.zeros_like(values)
+        if bool(truncated.any()):
+            final_obs = self.critic_obs_normalizer(batch["final_critic_obs"][truncated])
+            final_values[truncated] = self.critic(final_obs)
+        target = self.target_actor.distribution(obs)
+        target_log_prob = target.log_prob(actions).sum(-1)
+        log_rhos = target_log_prob - batch["log_prob"]
+        returns = vtrace(
+            log_rhos,
+            batch["reward"],
+            values,
+            bootstrap,
+            hp.gamma * (~batch["done"]).to(values.dtype),
+            truncated,
+            final_values,
+            gamma=hp.gamma,
+            clip_rho_threshold=hp.clip_rho_threshold,
+            clip_c_threshold=hp.clip_c_threshold,
+        )
+        advantages = returns.pg_advantages
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        data = {
+            "obs": obs.flatten(0, 1),
+            "critic_obs": critic_obs.flatten(0, 1),
+            "actions": actions.flatten(0, 1),
+            "behaviour_log_prob": batch["log_prob"].flatten(),
+            "target_log_prob": target_log_prob.flatten(),
+            "target_mean": target.mean.flatten(0, 1),
+            "target_std": target.stddev.flatten(0, 1),
+            "values": values.flatten(),
+            "returns": returns.vs.flatten(),
+            "advantages": advantages.flatten(),
+        }
+        rho_clip_fraction = (log_rhos.exp() > hp.clip_rho_threshold).float().mean()
+        return data, rho_clip_fraction
+
+    def _optimize(self, data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        hp = self.hparams
+        num_samples = data["advantages"].numel()
+        if not bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all()):
+            self._skip_nonfinite("V-trace targets", self.global_step)
+            self._finish_iteration_without_update()
+            return {}
+        mini_batch_size = num_samples // hp.num_mini_batches
+        if mini_batch_size < 1:
+            raise ValueError(
+                f"num_mini_batches ({hp.num_mini_batches}) exceeds the {num_samples} samples "
+                "in this batch (T x M); lower num_mini_batches or collect more per iteration"
+            )
+        optimizer = self._optimizer()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        total_steps = hp.num_learning_epochs * hp.num_mini_batches
+        sums: dict[str, list[torch.Tensor]] = {}
+        step = 0
+        for _ in range(hp.num_learning_epochs):
+            order = torch.randperm(num_samples, device=data["advantages"].device)
+            for k in range(hp.num_mini_batches):
+                step += 1
+                idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
+                loss, terms = self._minibatch_loss({key: v[idx] for key, v in data.items()})
+                loss_value, kl_value = torch.stack(
+                    (loss.detach(), terms[metrics.APPROX_KL])
+                ).tolist()
+                optimizer.zero_grad(set_to_none=True)
+                grad_norm = None
+                if math.isfinite(loss_value):
+                    if hp.schedule == "adaptive":
+                        self._adapt_learning_rate(kl_value)
+                    self.manual_backward(loss)
+                    grad_norm = nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
+                    if not bool(grad_norm.isfinite()):
+                        optimizer.zero_grad(set_to_none=True)
+                        grad_norm = None
+                if grad_norm is None:
+                    self._skip_nonfinite("loss or gradient", self.global_step)
+                else:
+                    self._nonfinite_in_a_row = 0
+                    terms[metrics.GRAD_NORM] = grad_norm
+                    for key, value in terms.items():
+                        sums.setdefault(key, []).append(value.detach())
+                if step < total_steps:
+                    if grad_norm is not None:
+                        optimizer.step()
+                else:
+                    # The one step Lightning counts, taken even when this minibatch was
+                    # skipped (its grads are None then, so Adam leaves every parameter alone).
+                    self.optimizers().step()
+        return {key: torch.stack(values).mean() for key, values in sums.items()}
+
+    def _minibatch_loss(
+        self, mb: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        hp = self.hparams
+        dist = self.actor.distribution(mb["obs"])
+        log_prob = dist.log_prob(mb["actions"]).sum(-1)
+        entropy = dist.entropy().sum(-1).mean()
+        surrogate, clip_fraction = impact_surrogate_loss(
+            log_prob,
+            mb["behaviour_log_prob"],
+            mb["target_log_prob"],
+            mb["advantages"],
+            hp.clip_param,
+        )
+        value_loss = clipped_value_loss(
+            self.critic(mb["critic_obs"]),
+            mb["values"],
+            mb["returns"],
+            hp.clip_param,
+            hp.use_clipped_value_loss,
+        )
+        with torch.no_grad():
+            kl = gaussian_kl(mb["target_mean"], mb["target_std"], dist.mean, dist.stddev).mean()
+        loss = surrogate + hp.value_loss_coef * value_loss - hp.entropy_coef * entropy
+        terms = {
+            metrics.LOSS_SURROGATE: surrogate,
+            metrics.LOSS_VALUE: value_loss,
+            metrics.LOSS_ENTROPY: entropy,
+            metrics.APPROX_KL: kl,
+            metrics.CLIP_FRACTION: clip_fraction,
+        }
+        return loss, terms
+
+    def _adapt_learning_rate(self, kl: float) -> None:
+        hp = self.hparams
+        optimizer = self._optimizer()
+        lr = adaptive_learning_rate(
+            optimizer.param_groups[0]["lr"],
+            kl,
+            hp.desired_kl,
+            hp.kl_tolerance_factor,
+            hp.lr_factor,
+            hp.min_learning_rate,
+            hp.max_learning_rate,
+        )
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+
+    @torch.no_grad()
+    def _update_target_actor(self) -> None:
+        target = list(self.target_actor.parameters())
+        source = list(self.actor.parameters())
+        torch._foreach_lerp_(target, source, self.hparams.tau)
+
+    def _skip_nonfinite(self, what: str, iteration: int) -> None:
+        self.nonfinite_skips += 1
+        self._nonfinite_in_a_row += 1
+        log.warning("APPO: non-finite %s at iteration %d; update skipped", what, iteration)
+        if self._nonfinite_in_a_row >= self.hparams.max_nonfinite_steps:
+            raise RuntimeError(
+                f"APPO: {self._nonfinite_in_a_row} non-finite updates in a row (last: {what} at "
+                f"iteration {iteration}; max_nonfinite_steps={self.hparams.max_nonfinite_steps}). "
+                "Check the environment's rewards and observations for NaN/inf, or lower "
+                "learning_rate / max_learning_rate."
+            )
+
+    def _finish_iteration_without_update(self) -> None:
+        # No gradients exist, so Adam changes nothing; the call only advances global_step.
+        self._optimizer().zero_grad(set_to_none=True)
+        self.optimizers().step()
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers().optimizer
