@@ -1,0 +1,43 @@
+"""The static description of a batched environment that the rest of the system reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+POLICY = "policy"
+CRITIC = "critic"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Sizes and timing of a batched environment.
+
+    Args:
+        num_envs: Number of simulations stepped together (leading dim of every array).
+        obs_sizes: Width of each observation group; always has ``"policy"`` and ``"critic"``.
+        action_size: Width of the action vector.
+        action_low: Lower action bound, shape ``[action_size]``.
+        action_high: Upper action bound, shape ``[action_size]``.
+        control_dt: Seconds of simulated time per ``step``.
+        max_episode_steps: Steps after which an episode is truncated (timeout).
+        reward_terms: Names of the reward terms reported as ``reward/<term>`` in episode info.
+    """
+
+    num_envs: int
+    obs_sizes: dict[str, int]
+    action_size: int
+    action_low: np.ndarray = field(repr=False)
+    action_high: np.ndarray = field(repr=False)
+    control_dt: float
+    max_episode_steps: int
+    reward_terms: tuple[str, ...] = ()
+
+    @property
+    def policy_obs_size(self) -> int:
+        return self.obs_sizes[POLICY]
+
+    @property
+    def critic_obs_size(self) -> int:
+        return self.obs_sizes[CRITIC]
