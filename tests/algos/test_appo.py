@@ -4,6 +4,7 @@ import csv
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -366,3 +367,18 @@ def test_trainer_improves_return_on_a_one_step_bandit(tmp_path):
     # A random N(0, 1) policy scores -2 per action dimension; the optimum is 0.
     assert dataset.mean_rewards[0] < -3.0
     assert sum(dataset.mean_rewards[-5:]) / 5 > -1.0
+
+
+def test_fit_start_rejects_fp16_mixed_precision():
+    model = _model()
+    model.trainer = SimpleNamespace(precision="16-mixed")
+    with pytest.raises(ValueError, match="16-mixed"):
+        model.on_fit_start()
+
+
+def test_trainer_trains_under_bf16_mixed_precision(tmp_path):
+    model = _model()
+    trainer = _trainer(tmp_path, 2, precision="bf16-mixed")
+    trainer.fit(model, train_dataloaders=_loader(RandomBatches()))
+    assert trainer.global_step == 2
+    assert int(model.nonfinite_skips) == 0
