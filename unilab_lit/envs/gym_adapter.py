@@ -1,0 +1,274 @@
+"""Bring your own env: any gymnasium environment behind the batched env contract."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.utils import iterate
+
+from unilab_lit.envs.base import Obs
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+
+log = logging.getLogger(__name__)
+
+
+class GymnasiumVectorAdapter:
+    """A gymnasium vector env seen through the batched contract of ``BatchedMujocoEnv``.
+
+    ``reset``, ``step``, ``spec`` and ``close`` behave as the contract says: float32 observation
+    groups (``policy`` and ``critic`` are both the flattened gymnasium observation), float32
+    reward, ``terminated``/``truncated`` never both set, auto-reset within ``step`` with the
+    pre-reset observation in ``info["final_obs"]``, per-env ``episode`` return and length, and
+    the non-finite guard. There are no reward terms.
+
+    Given an env id, the adapter builds a ``SyncVectorEnv`` in ``SAME_STEP`` autoreset mode:
+    it hands back the terminal observation and the fresh reset observation in the same call,
+    which is the contract. ``NEXT_STEP`` (gymnasium's default) would spend the call after an
+    episode end on a reset that ignores the action and reports reward 0, a transition that is
+    not one. A user's vector env in ``NEXT_STEP`` or ``DISABLED`` mode is made to behave the
+    same way: the adapter resets the finished envs at once with ``reset(options=
+    {"reset_mask": done})``, so their terminal observation is the one ``step`` returned.
+
+    This is a compatibility path: gymnasium envs step one by one in this process (the per-env
+    loop lives inside gymnasium), and the wrapped env's own time limit decides truncation, so
+    episode starts are not staggered.
+
+    Args:
+        env: A gymnasium env id (``"Pendulum-v1"``) or a ready ``gymnasium.vector.VectorEnv``.
+        num_envs: Copies to build from an env id, >= 1; for a vector env, ``None`` or its own
+            ``num_envs``.
+        seed: Seed of the first ``reset()`` (env ``i`` gets ``seed + i``, as gymnasium does).
+        num_threads: Accepted so that ``make_env`` builds every env alike, >= 1; gymnasium envs
+            step on the calling thread whatever its value.
+        max_episode_steps: For an env id, the time limit passed to ``gymnasium.make`` (default:
+            the registered one). For a vector env, the time limit when the env declares none;
+            it must agree with a declared one.
+        control_dt: Seconds per step for the spec; default: the env's ``dt``, else
+            ``1 / metadata["render_fps"]``.
+        env_kwargs: Keyword arguments of ``gymnasium.make`` for an env id.
+
+    Raises:
+        ValueError: If the action space is not a ``Box``, a count is out of range, ``num_envs``
+            disagrees with the vector env, or the time limit or control dt cannot be found.
+    """
+
+    def __init__(
+        self,
+        env: str | VectorEnv,
+        num_envs: int | None = None,
+        *,
+        seed: int = 0,
+        num_threads: int = 1,
+        max_episode_steps: int | None = None,
+        control_dt: float | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        name = type(self).__name__
+        if num_threads < 1:
+            raise ValueError(f"{name}: num_threads must be >= 1, got {num_threads}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise ValueError(f"{name}: max_episode_steps must be >= 1, got {max_episode_steps}")
+        if control_dt is not None and control_dt <= 0:
+            raise ValueError(f"{name}: control_dt must be > 0, got {control_dt}")
+        if isinstance(env, str):
+            if num_envs is None or num_envs < 1:
+                raise ValueError(f"{name}: num_envs must be >= 1, got {num_envs}")
+            make = partial(
+                gymnasium.make, env, max_episode_steps=max_episode_steps, **(env_kwargs or {})
+            )
+            env = SyncVectorEnv([make] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        else:
+            if num_envs is not None and num_envs != env.num_envs:
+                raise ValueError(
+                    f"{name}: num_envs={num_envs} disagrees with the vector env's "
+                    f"num_envs={env.num_envs}; pass None"
+                )
+            if env_kwargs:
+                raise ValueError(f"{name}: env_kwargs apply to an env id, not to a vector env")
+        self._env = env
+        self._autoreset = AutoresetMode(env.metadata.get("autoreset_mode", "NextStep"))
+
+        action_space = env.single_action_space
+        if not isinstance(action_space, spaces.Box):
+            raise ValueError(
+                f"{name}: the action space must be a gymnasium.spaces.Box (continuous actions), "
+                f"got {action_space}"
+            )
+        self._action_shape = (env.num_envs, *action_space.shape)
+        self._action_dtype = action_space.dtype
+        self._obs_space = env.single_observation_space
+        obs_size = spaces.flatdim(self._obs_space)
+        self.spec = EnvSpec(
+            num_envs=env.num_envs,
+            obs_sizes={POLICY: obs_size, CRITIC: obs_size},
+            action_size=int(np.prod(action_space.shape)),
+            action_low=action_space.low.astype(np.float32).reshape(-1),
+            action_high=action_space.high.astype(np.float32).reshape(-1),
+            control_dt=control_dt if control_dt is not None else self._find_control_dt(),
+            max_episode_steps=self._find_max_episode_steps(max_episode_steps),
+            reward_terms=(),
+        )
+
+        self._seed: int | None = seed
+        self._length = np.zeros(env.num_envs, dtype=np.int64)
+        self._return = np.zeros(env.num_envs, dtype=np.float64)
+        self._needs_reset = True
+
+    @property
+    def num_envs(self) -> int:
+        return self.spec.num_envs
+
+    @property
+    def vector_env(self) -> VectorEnv:
+        """The wrapped gymnasium vector env."""
+        return self._env
+
+    def reset(self, seed: int | None = None) -> Obs:
+        """Reset every env; returns the observation groups.
+
+        Args:
+            seed: Reseeds env ``i`` with ``seed + i`` when given; otherwise the envs continue
+                their random streams (from the constructor's ``seed`` on the first reset).
+        """
+        if seed is None:
+            seed = self._seed
+        self._seed = None
+        raw, _ = self._env.reset(seed=seed)
+        self._length[:] = 0
+        self._return[:] = 0.0
+        self._needs_reset = False
+        obs = self._flatten_batch(raw)
+        if not np.isfinite(obs).all():
+            raise RuntimeError(f"{type(self).__name__}: reset returned a non-finite observation")
+        return {POLICY: obs, CRITIC: obs}
+
+    def step(self, actions: np.ndarray) -> tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step every env with ``actions``, auto-resetting finished ones (see the class doc).
+
+        Args:
+            actions: ``[num_envs, action_size]``; clipped to the action bounds.
+
+        Raises:
+            RuntimeError: If ``reset`` was not called first, or an env resets to a non-finite
+                observation.
+            ValueError: If ``actions`` has the wrong shape.
+        """
+        if self._needs_reset:
+            raise RuntimeError(f"{type(self).__name__}: call reset() before step()")
+        expected = (self.num_envs, self.spec.action_size)
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.shape != expected:
+            raise ValueError(
+                f"{type(self).__name__}.step: actions must have shape {expected}, "
+                f"got {actions.shape}"
+            )
+        actions = np.clip(actions, self.spec.action_low, self.spec.action_high)
+        raw, reward, terminated, truncated, info = self._env.step(
+            actions.reshape(self._action_shape).astype(self._action_dtype)
+        )
+        obs = self._flatten_batch(raw)
+        reward = np.asarray(reward, dtype=np.float64)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool) & ~terminated
+        done_by_env = terminated | truncated
+
+        final_obs = obs.copy()
+        if self._autoreset is AutoresetMode.SAME_STEP and done_by_env.any():
+            # obs already holds the reset rows; the terminal ones are in info.
+            for i in np.flatnonzero(done_by_env):
+                final_obs[i] = self._flatten_one(info["final_obs"][i])
+
+        bad = ~np.isfinite(reward) | ~np.isfinite(final_obs).all(axis=1)
+        num_bad = int(np.count_nonzero(bad))
+        if num_bad:
+            log.warning(
+                "%s: %d env(s) went non-finite; resetting them", type(self).__name__, num_bad
+            )
+            reward[bad] = 0.0
+            final_obs[bad] = 0.0
+            terminated |= bad
+            truncated &= ~bad
+
+        reset_now = bad & ~done_by_env
+        if self._autoreset is not AutoresetMode.SAME_STEP:
+            reset_now |= done_by_env
+        if reset_now.any():
+            fresh, _ = self._env.reset(options={"reset_mask": reset_now})
+            obs[reset_now] = self._flatten_batch(fresh)[reset_now]
+        if not np.isfinite(obs).all():
+            raise RuntimeError(f"{type(self).__name__}: reset returned a non-finite observation")
+
+        self._length += 1
+        self._return += reward
+        done = terminated | truncated
+        ids = np.flatnonzero(done)
+        episode = {
+            "return": self._return[ids].astype(np.float32),
+            "length": self._length[ids].astype(np.float32),
+            "env_ids": ids.astype(np.int64),
+        }
+        self._length[ids] = 0
+        self._return[ids] = 0.0
+
+        info = {
+            "final_obs": {POLICY: final_obs, CRITIC: final_obs},
+            "done": done,
+            "episode": episode,
+            "nonfinite_resets": num_bad,
+        }
+        return {POLICY: obs, CRITIC: obs}, reward.astype(np.float32), terminated, truncated, info
+
+    def close(self) -> None:
+        """Close the wrapped vector env."""
+        self._needs_reset = True
+        self._env.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _flatten_batch(self, raw: Any) -> np.ndarray:
+        if isinstance(self._obs_space, spaces.Box):
+            return np.asarray(raw, dtype=np.float32).reshape(self.num_envs, -1)
+        # Dict / Tuple observations: gymnasium's own flattening, env by env.
+        return np.stack([self._flatten_one(o) for o in iterate(self._env.observation_space, raw)])
+
+    def _flatten_one(self, raw: Any) -> np.ndarray:
+        return np.asarray(spaces.flatten(self._obs_space, raw), dtype=np.float32).reshape(-1)
+
+    def _find_control_dt(self) -> float:
+        try:
+            return float(self._env.get_attr("dt")[0])
+        except AttributeError:
+            pass
+        fps = self._env.metadata.get("render_fps")
+        if fps:
+            return 1.0 / float(fps)
+        raise ValueError(
+            f"{type(self).__name__}: the env has no 'dt' and no metadata['render_fps']; "
+            "pass control_dt"
+        )
+
+    def _find_max_episode_steps(self, requested: int | None) -> int:
+        # The sub-envs' spec carries the TimeLimit actually applied (a vector env's own spec
+        # keeps the registered default even when make_vec was given another limit).
+        specs = self._env.get_attr("spec")
+        declared = specs[0].max_episode_steps if specs and specs[0] is not None else None
+        if declared is None and self._env.spec is not None:
+            declared = self._env.spec.max_episode_steps
+        if declared is not None and requested is not None and declared != requested:
+            raise ValueError(
+                f"{type(self).__name__}: max_episode_steps={requested} disagrees with the env's "
+                f"time limit {declared}"
+            )
+        steps = declared if declared is not None else requested
+        if steps is None:
+            raise ValueError(
+                f"{type(self).__name__}: the env declares no time limit; pass max_episode_steps"
+            )
+        return int(steps)
