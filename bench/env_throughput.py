@@ -1,0 +1,124 @@
+"""Env-steps/s of our batched ``step`` next to raw ``mujoco.batch.Batch.step`` on the same model.
+
+For each task and batch size, both sides run the same model with the same substeps
+(``frame_skip``) and threads from the same initial states, alternating in short rounds so that
+load on a shared machine hits both alike. Ours: ``env.step`` with random actions in the action
+bounds (observation, reward, termination, auto-reset, episode accounting included). Raw: write
+random controls in the actuators' ``ctrlrange`` and ``Batch.step(nstep=frame_skip)``, nothing
+else. The ratio ours / raw is the fraction of raw physics throughput the env keeps.
+
+    python bench/env_throughput.py
+    python bench/env_throughput.py --tasks HalfCheetah --num-envs 1024 --seconds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+from mujoco import batch as mj_batch
+
+from unilab_lit.envs import make_env, registered_tasks
+from unilab_lit.envs.base import BatchedMujocoEnv
+
+ROUNDS = 3
+POOL = 16  # distinct random action arrays cycled through, so sampling stays out of the timing
+
+
+def _steps_per_second(step: Callable[[int], None], seconds: float) -> tuple[int, float]:
+    """Run ``step(i)`` for about ``seconds``; return (steps, elapsed)."""
+    steps = 0
+    start = time.perf_counter()
+    elapsed = 0.0
+    while elapsed < seconds:
+        step(steps)
+        steps += 1
+        elapsed = time.perf_counter() - start
+    return steps, elapsed
+
+
+def _raw_controls(env: BatchedMujocoEnv, rng: np.random.Generator) -> list[np.ndarray]:
+    model = env.model
+    low = np.where(model.actuator_ctrllimited, model.actuator_ctrlrange[:, 0], -1.0)
+    high = np.where(model.actuator_ctrllimited, model.actuator_ctrlrange[:, 1], 1.0)
+    return [rng.uniform(low, high, size=(env.num_envs, model.nu)) for _ in range(POOL)]
+
+
+def bench_one(task: str, num_envs: int, threads: int, seconds: float, seed: int) -> dict:
+    env = make_env(task, num_envs, seed=seed, num_threads=threads)
+    env.reset()
+    rng = np.random.default_rng(seed)
+    low, high = env.spec.action_low, env.spec.action_high
+    actions = [
+        rng.uniform(low, high, size=(num_envs, env.spec.action_size)).astype(np.float32)
+        for _ in range(POOL)
+    ]
+    raw = mj_batch.Batch(env.model, nsim=num_envs, nthread=threads)
+    raw.state[:] = env.batch.state
+    raw_ctrl = raw.bind("ctrl")
+    controls = _raw_controls(env, rng)
+
+    def ours_step(i: int) -> None:
+        env.step(actions[i % POOL])
+
+    def raw_step(i: int) -> None:
+        raw_ctrl[:] = controls[i % POOL]
+        raw.step(nstep=env.frame_skip)
+
+    ours_step(0)
+    raw_step(0)
+    totals = {"ours": [0, 0.0], "raw": [0, 0.0]}
+    for _ in range(ROUNDS):
+        for name, step in (("ours", ours_step), ("raw", raw_step)):
+            steps, elapsed = _steps_per_second(step, seconds / ROUNDS)
+            totals[name][0] += steps
+            totals[name][1] += elapsed
+    env.close()
+    ours = totals["ours"][0] * num_envs / totals["ours"][1]
+    raw_rate = totals["raw"][0] * num_envs / totals["raw"][1]
+    return {
+        "task": task,
+        "num_envs": num_envs,
+        "threads": threads,
+        "frame_skip": env.frame_skip,
+        "ours": ours,
+        "raw": raw_rate,
+        "ratio": ours / raw_rate,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=registered_tasks(), help="task names")
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[64, 1024])
+    parser.add_argument("--threads", type=int, default=1, help="physics threads of both sides")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="seconds per side per measurement"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    unknown = sorted(set(args.tasks) - set(registered_tasks()))
+    if unknown:
+        parser.error(f"unknown tasks {unknown}; registered: {registered_tasks()}")
+
+    header = (
+        f"{'task':<18} {'envs':>5} {'thr':>3} {'fs':>3} "
+        f"{'ours env-steps/s':>17} {'raw env-steps/s':>16} {'ratio':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for task in args.tasks:
+        for num_envs in args.num_envs:
+            row = bench_one(task, num_envs, args.threads, args.seconds, args.seed)
+            print(
+                f"{row['task']:<18} {row['num_envs']:>5} {row['threads']:>3} "
+                f"{row['frame_skip']:>3} {row['ours']:>17,.0f} {row['raw']:>16,.0f} "
+                f"{row['ratio']:>6.2f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
