@@ -125,11 +125,6 @@ class GymnasiumVectorAdapter:
     def num_envs(self) -> int:
         return self.spec.num_envs
 
-    @property
-    def vector_env(self) -> VectorEnv:
-        """The wrapped gymnasium vector env."""
-        return self._env
-
     def reset(self, seed: int | None = None) -> Obs:
         """Reset every env; returns the observation groups.
 
