@@ -1,0 +1,19 @@
+"""The collector subprocess: steps the batched env with a CPU actor and writes into shared memory.
+
+Only light modules are imported here; a spawn child imports this package before its first line.
+"""
+
+from __future__ import annotations
+
+from unilab_lit.collector.config import CollectorConfig
+from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
+from unilab_lit.collector.process import CollectorError, CollectorProcess
+
+__all__ = [
+    "EPISODES",
+    "TIMING",
+    "CollectorConfig",
+    "CollectorError",
+    "CollectorProcess",
+    "MetricsChannel",
+]

@@ -1,0 +1,61 @@
+"""Entry point of the collector subprocess.
+
+A spawn child imports this module before its first line runs, so the top level imports only the
+standard library; torch and the env are imported inside :func:`main`, after the signal setup.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import signal
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from unilab_lit.collector.control import ControlBlock
+    from unilab_lit.collector.metrics import MetricsChannel
+
+logger = logging.getLogger(__name__)
+
+
+def main(
+    config_bytes: bytes, control: ControlBlock, metrics: MetricsChannel, spawned_at: float
+) -> None:
+    """Build env + actor, signal ready, run the loop until stopped; record any failure in ``control``.
+
+    Args:
+        config_bytes: The pickled ``CollectorConfig``. It is unpickled here rather than by
+            multiprocessing, so that the imports it triggers (torch, the policy's module) come
+            after the signal setup and count in the reported start-up timings.
+        control: Shared control block.
+        metrics: Metrics channel.
+        spawned_at: ``time.monotonic()`` in the learner just before the spawn.
+    """
+    # The learner owns shutdown: a Ctrl-C in the terminal reaches the whole process group, and a
+    # child dying first would turn a clean stop into a "collector died" error.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        entered = time.monotonic()
+        config = pickle.loads(config_bytes)
+        import torch
+
+        torch.set_num_threads(config.torch_threads)
+        from unilab_lit.collector.loop import build_loop
+
+        imported = time.monotonic()
+        loop = build_loop(config, control, metrics)
+        control.mark_ready(
+            spawn_s=entered - spawned_at,
+            import_s=imported - entered,
+            build_s=time.monotonic() - imported,
+        )
+        loop.run()
+    except BaseException:
+        text = traceback.format_exc()
+        control.mark_failed(text)
+        logger.error("collector failed:\n%s", text)
+        sys.exit(1)
+    control.mark_stopped()

@@ -1,0 +1,345 @@
+"""The collector's loop, shared by every algorithm: sync → normalise → act → step → write → report.
+
+What differs between algorithms (when to pull weights, whether to wait for the learner, where the
+data goes) lives in a :class:`Writer`; the loop owns the env, the CPU actor, the weight / statistics
+receivers, the heartbeat and the metrics reports.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+import torch
+
+from unilab_lit.collector.control import (
+    STEPPING,
+    WAITING_FOR_LEARNER,
+    WAITING_FOR_WEIGHTS,
+    ControlBlock,
+)
+from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
+from unilab_lit.envs import make_env
+from unilab_lit.envs.spec import POLICY
+from unilab_lit.ipc.versioned import NOT_PUBLISHED
+from unilab_lit.nn.normalization import normalize
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from unilab_lit.collector.config import CollectorConfig
+    from unilab_lit.envs.base import BatchedMujocoEnv
+    from unilab_lit.ipc.obs_stats import SharedObsStats
+    from unilab_lit.ipc.weights import SharedWeights
+
+logger = logging.getLogger(__name__)
+
+# How often the loop checks that the learner process still exists (a SIGKILLed learner cannot
+# stop its collector; the collector stops itself instead of becoming an orphan).
+_PARENT_CHECK_S = 1.0
+# Sleep between polls while waiting for the learner: short enough to add little latency,
+# long enough not to burn a core the learner needs.
+_WAIT_POLL_S = 0.0002
+
+
+@dataclass
+class Transition:
+    """One vector step, as the writers receive it (numpy arrays, leading dim ``num_envs``).
+
+    ``obs`` is the raw observation the action was taken in; ``next_obs`` the raw observation
+    after auto-reset; ``final_obs`` equals ``next_obs`` except in ``done`` rows, where it holds the
+    pre-reset final observation. ``policy_version`` is the weight version that acted.
+    """
+
+    obs: dict[str, np.ndarray]
+    actions: np.ndarray
+    log_prob: np.ndarray | None
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    done: np.ndarray
+    next_obs: dict[str, np.ndarray]
+    final_obs: dict[str, np.ndarray]
+    policy_version: int
+
+
+class Writer(Protocol):
+    """Where a collector's transitions go, and when the loop may take its next step."""
+
+    def wait_turn(self, keep_waiting: Callable[[], bool]) -> bool:
+        """Block until the next step may be taken; ``False`` when ``keep_waiting()`` says stop.
+
+        ``keep_waiting`` records a heartbeat; call it on every poll.
+        """
+        ...
+
+    def sync_due(self) -> bool:
+        """Whether the loop should pull newer weights and statistics before this step."""
+        ...
+
+    def write(self, transition: Transition) -> None:
+        """Store one vector step."""
+        ...
+
+    def close(self) -> None:
+        """Release threads and shared-memory attachments."""
+        ...
+
+
+class _EpisodeReport:
+    """Finished episodes since the last report: all counted, the newest ``keep`` kept per value."""
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._chunks: list[dict[str, np.ndarray]] = []
+        self._kept = 0
+        self.count = 0
+        self.truncated = 0
+        self.terminated = 0
+        self.nonfinite_resets = 0
+
+    def add(self, info: dict, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        self.nonfinite_resets += int(info["nonfinite_resets"])
+        episode = info["episode"]
+        finished = len(episode["return"])
+        if finished == 0:
+            return
+        self.count += finished
+        self.terminated += int(np.count_nonzero(terminated))
+        self.truncated += int(np.count_nonzero(truncated))
+        self._chunks.append({k: v for k, v in episode.items() if k != "env_ids"})
+        self._kept += finished
+        # Drop whole old chunks once the newer ones alone hold enough episodes.
+        while self._kept - len(self._chunks[0]["return"]) >= self._keep:
+            self._kept -= len(self._chunks.pop(0)["return"])
+
+    def message(self, env_steps: int) -> dict:
+        message = {
+            "kind": EPISODES,
+            "env_steps": env_steps,
+            "count": self.count,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "nonfinite_resets": self.nonfinite_resets,
+        }
+        for key in self._chunks[0] if self._chunks else ():
+            message[key] = np.concatenate([c[key] for c in self._chunks])[-self._keep :]
+        return message
+
+
+class _PhaseTimes:
+    """Seconds spent in each phase of the loop since the last report."""
+
+    PHASES = ("wait", "sync", "act", "env", "write")
+
+    def __init__(self) -> None:
+        self.since = time.perf_counter()
+        self.totals = dict.fromkeys(self.PHASES, 0.0)
+        self.steps = 0
+
+    def add(self, stamps: list[float]) -> None:
+        """Account one step from the timestamps at the phase boundaries."""
+        for phase, (begin, end) in zip(self.PHASES, itertools.pairwise(stamps), strict=True):
+            self.totals[phase] += end - begin
+        self.steps += 1
+
+
+class CollectorLoop:
+    """Steps the env with the CPU actor and hands every transition to a writer.
+
+    Args:
+        env: The batched env (reset by :meth:`run`).
+        policy: CPU actor with ``act(obs) -> {"actions", "log_prob"?}``.
+        writer: Destination of the transitions; decides when to sync and when to wait.
+        control: Shared control block (stop flag, heartbeat, phase).
+        metrics: Channel for episode statistics and timings.
+        config: The collector's config (seed, normalisation, report settings).
+        weights: Attached ``SharedWeights``; ``None`` keeps the policy's own weights.
+        obs_stats: Attached ``SharedObsStats``; ``None`` feeds raw observations to the policy.
+    """
+
+    def __init__(
+        self,
+        env: BatchedMujocoEnv,
+        policy: nn.Module,
+        writer: Writer,
+        control: ControlBlock,
+        metrics: MetricsChannel,
+        config: CollectorConfig,
+        weights: SharedWeights | None = None,
+        obs_stats: SharedObsStats | None = None,
+    ) -> None:
+        self.env = env
+        self.policy = policy
+        self.writer = writer
+        self.control = control
+        self.metrics = metrics
+        self.config = config
+        self.weights = weights
+        self.obs_stats = obs_stats
+        self.weights_version = NOT_PUBLISHED
+        self.stats_version = NOT_PUBLISHED
+        size = env.spec.obs_sizes[POLICY]
+        # Before the first publish, normalise like a fresh learner-side normaliser (mean 0, var 1).
+        self._mean = torch.zeros(size)
+        self._var = torch.ones(size)
+        self._parent = mp.parent_process()
+        self._next_parent_check = 0.0
+        self.env_steps = 0
+
+    def run(self) -> None:
+        """Collect until the learner asks to stop (or disappears); closes writer and env."""
+        try:
+            if self.weights is None or self._wait_for_first_weights():
+                self._collect()
+        finally:
+            self.close()
+
+    def _collect(self) -> None:
+        obs = self.env.reset(seed=self.config.seed)
+        episodes = _EpisodeReport(self.config.max_episodes_per_report)
+        timing = _PhaseTimes()
+        while self._keep_running():
+            stamps = [time.perf_counter()]
+            self.control.set_phase(WAITING_FOR_LEARNER)
+            if not self.writer.wait_turn(self._keep_waiting):
+                break
+            self.control.set_phase(STEPPING)
+            stamps.append(time.perf_counter())
+            if self.writer.sync_due():
+                self._pull_weights()
+                self._pull_obs_stats()
+            stamps.append(time.perf_counter())
+            actions, log_prob = self._act(obs[POLICY])
+            stamps.append(time.perf_counter())
+            next_obs, reward, terminated, truncated, info = self.env.step(actions)
+            stamps.append(time.perf_counter())
+            self.writer.write(
+                Transition(
+                    obs=obs,
+                    actions=actions,
+                    log_prob=log_prob,
+                    reward=reward,
+                    terminated=terminated,
+                    truncated=truncated,
+                    done=info["done"],
+                    next_obs=next_obs,
+                    final_obs=info["final_obs"],
+                    policy_version=self.weights_version,
+                )
+            )
+            stamps.append(time.perf_counter())
+            timing.add(stamps)
+            obs = next_obs
+            self.env_steps += self.env.num_envs
+            episodes.add(info, terminated, truncated)
+            self.control.beat()
+            if stamps[-1] - timing.since >= self.config.report_interval_s:
+                if episodes.count or episodes.nonfinite_resets:
+                    self.metrics.send(episodes.message(self.env_steps))
+                    episodes = _EpisodeReport(self.config.max_episodes_per_report)
+                self.metrics.send(self._timing_message(timing, stamps[-1]))
+                timing = _PhaseTimes()
+
+    def close(self) -> None:
+        """Close the writer and the env."""
+        try:
+            self.writer.close()
+        finally:
+            self.env.close()
+
+    def _timing_message(self, timing: _PhaseTimes, now: float) -> dict:
+        return {
+            "kind": TIMING,
+            "env_steps": self.env_steps,
+            "env_steps_per_s": timing.steps * self.env.num_envs / (now - timing.since),
+            "weights_version": self.weights_version,
+            "obs_stats_version": self.stats_version,
+            **{f"{phase}_ms": 1e3 * total / timing.steps for phase, total in timing.totals.items()},
+        }
+
+    def _keep_running(self) -> bool:
+        if self.control.stop_requested:
+            return False
+        now = time.monotonic()
+        if self._parent is not None and now >= self._next_parent_check:
+            self._next_parent_check = now + _PARENT_CHECK_S
+            if not self._parent.is_alive():
+                logger.error("the learner process is gone; collector pid stops itself")
+                return False
+        return True
+
+    def _keep_waiting(self) -> bool:
+        """Heartbeat + stop check for writers that wait for the learner."""
+        self.control.beat()
+        if not self._keep_running():
+            return False
+        time.sleep(_WAIT_POLL_S)
+        return True
+
+    def _wait_for_first_weights(self) -> bool:
+        # Acting with the actor's own random initialisation would write data whose behaviour
+        # policy the learner never had; wait for the learner's first publish instead.
+        self.control.set_phase(WAITING_FOR_WEIGHTS)
+        while not self._pull_weights():
+            if not self._keep_waiting():
+                return False
+        return True
+
+    def _pull_weights(self) -> bool:
+        """Load newer weights if any; returns whether weights are (now) the learner's."""
+        if self.weights is None:
+            return False
+        version = self.weights.load_module_if_newer(self.policy, self.weights_version)
+        if version is not None:
+            self.weights_version = version
+        return self.weights_version != NOT_PUBLISHED
+
+    def _pull_obs_stats(self) -> None:
+        if self.obs_stats is None:
+            return
+        snapshot = self.obs_stats.read_if_newer(self.stats_version)
+        if snapshot is not None:
+            self.stats_version = snapshot.version
+            self._mean = snapshot.mean.to(torch.float32)
+            self._var = snapshot.var.to(torch.float32)
+
+    def _act(self, policy_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        with torch.inference_mode():
+            x = torch.from_numpy(policy_obs)
+            if self.obs_stats is not None:
+                x = normalize(
+                    x, self._mean, self._var, self.config.obs_norm_eps, self.config.obs_norm_clip
+                )
+            out = self.policy.act(x)
+        log_prob = out.get("log_prob")
+        return out["actions"].numpy(), None if log_prob is None else log_prob.numpy()
+
+
+def build_loop(
+    config: CollectorConfig, control: ControlBlock, metrics: MetricsChannel
+) -> CollectorLoop:
+    """Build policy, env, receivers and writer in the collector process."""
+    torch.manual_seed(config.seed)
+    policy = config.policy.build().eval()
+    env = make_env(
+        config.task,
+        config.num_envs,
+        seed=config.seed,
+        num_threads=config.physics_threads,
+        **config.env_kwargs,
+    )
+    try:
+        writer = config.writer.build(env.spec)
+        weights = None if config.weights is None else config.weights.attach()
+        obs_stats = None if config.obs_stats is None else config.obs_stats.attach()
+    except BaseException:
+        env.close()
+        raise
+    return CollectorLoop(env, policy, writer, control, metrics, config, weights, obs_stats)

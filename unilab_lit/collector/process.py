@@ -1,0 +1,207 @@
+"""Learner-side handle of the collector subprocess: start, liveness checks, stop."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import pickle
+import signal
+import time
+import weakref
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from unilab_lit.collector import _entry
+from unilab_lit.collector.control import FAILED, READY, STOPPED, ControlBlock
+from unilab_lit.collector.metrics import MetricsChannel
+
+if TYPE_CHECKING:
+    from unilab_lit.collector.config import CollectorConfig
+
+logger = logging.getLogger(__name__)
+
+
+class CollectorError(RuntimeError):
+    """The collector failed: it raised (message holds its traceback), died, or stalled."""
+
+
+def _describe_exit(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"was killed by {name} (exit code {exitcode})"
+    return f"exited with code {exitcode}"
+
+
+def _shutdown(process: BaseProcess, control: ControlBlock, join_timeout_s: float) -> None:
+    """Stop event → join → terminate → kill. Runs at most once (via ``weakref.finalize``)."""
+    control.request_stop()
+    process.join(join_timeout_s)
+    if process.exitcode is None:
+        logger.warning("collector pid %s ignored the stop request; terminating it", process.pid)
+        process.terminate()
+        process.join(join_timeout_s)
+    if process.exitcode is None:
+        logger.warning("collector pid %s ignored SIGTERM; killing it", process.pid)
+        process.kill()
+        process.join()
+
+
+class CollectorProcess:
+    """The collector subprocess (spawn context) as seen from the learner.
+
+    The learner calls :meth:`start` once, :meth:`check` (or :meth:`wait_for` while blocked on
+    data) regularly, :meth:`drain_metrics` for episode stats and timings, and :meth:`stop` on every
+    exit path. ``stop`` is idempotent and also runs when the object is garbage collected and at
+    interpreter exit, so no child outlives the learner.
+
+    Args:
+        config: Everything the child needs to build env, actor and writer; must pickle.
+        join_timeout_s: How long :meth:`stop` waits after each escalation step (stop request,
+            SIGTERM) before the next one (> 0).
+        metrics_capacity: Messages the metrics channel holds before dropping the oldest (>= 1).
+        metrics_slot_bytes: Largest pickled metrics message (>= 256).
+
+    Raises:
+        ValueError: if ``join_timeout_s`` is not positive.
+    """
+
+    def __init__(
+        self,
+        config: CollectorConfig,
+        join_timeout_s: float = 5.0,
+        metrics_capacity: int = 128,
+        metrics_slot_bytes: int = 32 * 1024,
+    ) -> None:
+        if join_timeout_s <= 0:
+            raise ValueError(f"join_timeout_s must be > 0, got {join_timeout_s}")
+        self.config = config
+        self.join_timeout_s = join_timeout_s
+        self._ctx = mp.get_context("spawn")
+        self.control = ControlBlock(self._ctx)
+        self.metrics = MetricsChannel(metrics_capacity, metrics_slot_bytes, self._ctx)
+        self._process: BaseProcess | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._stopping = False
+        self.startup_s: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    @property
+    def running(self) -> bool:
+        """Started, not stopped, and the child has not exited."""
+        return self._process is not None and not self._stopping and self._process.exitcode is None
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Spawn the child and block until it reports ready; sets :attr:`startup_s`.
+
+        Raises:
+            RuntimeError: if called twice.
+            CollectorError: if the child fails, dies or is not ready within ``timeout`` seconds;
+                the child is stopped before raising.
+        """
+        if self._process is not None:
+            raise RuntimeError("CollectorProcess.start() called twice; create a new instance")
+        config_bytes = pickle.dumps(self.config)
+        began = time.monotonic()
+        self._process = self._ctx.Process(
+            target=_entry.main,
+            args=(config_bytes, self.control, self.metrics, began),
+            name="unilab-collector",
+            daemon=True,
+        )
+        self._process.start()
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._process, self.control, self.join_timeout_s
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while self.control.state != READY:
+                self._raise_if_failed_or_dead()
+                if time.monotonic() > deadline:
+                    raise CollectorError(
+                        f"collector (pid {self.pid}) was not ready within {timeout:.1f} s "
+                        f"(state {self.control.state_name})"
+                    )
+                time.sleep(0.005)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - began
+        logger.info(
+            "collector pid %s ready in %.2f s (spawn %.2f s, imports %.2f s, build %.2f s)",
+            self.pid,
+            self.startup_s,
+            *self.control.startup_timings().values(),
+        )
+
+    def check(self) -> None:
+        """Raise if the collector failed, died or stalled; cheap enough to call every iteration.
+
+        Raises:
+            CollectorError: with the child's traceback, its exit code / signal, or the stall time.
+        """
+        if self._process is None or self._stopping:
+            return
+        self._raise_if_failed_or_dead()
+        if self.control.state == READY:
+            stalled = self.control.seconds_since_heartbeat()
+            if stalled > self.config.stall_timeout_s:
+                raise CollectorError(
+                    f"collector (pid {self.pid}) made no progress for {stalled:.1f} s "
+                    f"(stall_timeout_s={self.config.stall_timeout_s}); it is alive but stuck "
+                    f"while {self.control.phase_name}"
+                )
+
+    def wait_for(
+        self, predicate: Callable[[], Any], timeout: float | None = None, poll: float = 0.001
+    ) -> Any:
+        """Poll ``predicate`` until it returns something truthy, checking the collector meanwhile.
+
+        Returns:
+            The first truthy value of ``predicate()``.
+
+        Raises:
+            CollectorError: as soon as :meth:`check` would raise.
+            TimeoutError: if ``timeout`` seconds pass first (``None`` waits indefinitely; a stuck
+                collector is still caught by the stall check).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            self.check()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"condition not met within {timeout} s; collector pid {self.pid} is alive "
+                    f"and {self.control.phase_name} (heartbeat {self.control.heartbeat})"
+                )
+            time.sleep(poll)
+
+    def drain_metrics(self) -> list[dict[str, Any]]:
+        """Messages sent by the collector since the last call; see :class:`MetricsChannel`."""
+        return self.metrics.drain()
+
+    def stop(self) -> None:
+        """Stop the child: stop request → join → SIGTERM → SIGKILL. Idempotent, never raises."""
+        self._stopping = True
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def _raise_if_failed_or_dead(self) -> None:
+        assert self._process is not None
+        if self.control.state == FAILED:
+            raise CollectorError(
+                f"collector (pid {self.pid}) raised an exception:\n{self.control.error_text()}"
+            )
+        exitcode = self._process.exitcode
+        if exitcode is not None:
+            clean = exitcode == 0 and self.control.state == STOPPED
+            detail = "stopped on its own" if clean else _describe_exit(exitcode)
+            raise CollectorError(f"collector (pid {self.pid}) {detail} before it was asked to stop")
