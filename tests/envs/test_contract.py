@@ -74,6 +74,8 @@ def test_reset_obs_shapes_and_dtypes_match_spec(task: str) -> None:
     for group, size in spec.obs_sizes.items():
         assert obs[group].shape == (NUM_ENVS, size)
         assert obs[group].dtype == np.float32
+    # One array per group, even where a task's critic sees what the policy sees.
+    assert not np.shares_memory(obs[POLICY], obs[CRITIC])
     assert spec.action_low.shape == spec.action_high.shape == (spec.action_size,)
     assert np.all(spec.action_low < spec.action_high)
     assert spec.control_dt > 0 and spec.max_episode_steps >= 1

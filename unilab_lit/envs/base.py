@@ -197,7 +197,8 @@ class BatchedMujocoEnv(ABC):
         Returns:
             ``(obs, reward, terminated, truncated, info)``: obs after auto-reset, float32 reward,
             bool flags (never both set for one env) and ``info`` with ``final_obs``, ``done``,
-            ``episode`` and ``nonfinite_resets``.
+            ``episode`` and ``nonfinite_resets``. The arrays are fresh on every call, but where
+            no env finished ``final_obs`` holds the very arrays of ``obs``.
 
         Raises:
             RuntimeError: If ``reset`` was not called first.
@@ -282,7 +283,15 @@ class BatchedMujocoEnv(ABC):
         self._term_sums[ids] = 0.0
 
     def _obs_float32(self) -> Obs:
-        return {g: np.asarray(v, dtype=np.float32) for g, v in self._compute_obs().items()}
+        obs: Obs = {}
+        for group, value in self._compute_obs().items():
+            value = np.asarray(value, dtype=np.float32)
+            # Tasks may hand the same array to two groups; callers get one array per group so
+            # that normalising one group in place cannot change another.
+            if any(value is other for other in obs.values()):
+                value = value.copy()
+            obs[group] = value
+        return obs
 
     def _stack_terms(self, terms: Mapping[str, np.ndarray]) -> np.ndarray:
         values = np.empty((self.num_envs, len(self.spec.reward_terms)), dtype=np.float64)
