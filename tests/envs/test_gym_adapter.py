@@ -76,7 +76,8 @@ def _check_against_single_envs(adapter, env_id, seed, steps, make_kwargs):
                 np.testing.assert_array_equal(obs[POLICY][i], _f32(single.reset()[0]))
             else:
                 np.testing.assert_array_equal(obs[POLICY][i], _f32(s_obs))
-        assert obs[CRITIC] is obs[POLICY] or np.array_equal(obs[CRITIC], obs[POLICY])
+        np.testing.assert_array_equal(obs[CRITIC], obs[POLICY])
+        assert not np.shares_memory(obs[CRITIC], obs[POLICY])
     return ends
 
 

@@ -19,11 +19,17 @@ from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 log = logging.getLogger(__name__)
 
 
+def _groups(obs: np.ndarray) -> Obs:
+    """Both groups see the flat observation, each in its own array so that normalising one in
+    place cannot change the other."""
+    return {POLICY: obs, CRITIC: obs.copy()}
+
+
 class GymnasiumVectorAdapter:
     """A gymnasium vector env seen through the batched contract of ``BatchedMujocoEnv``.
 
     ``reset``, ``step``, ``spec`` and ``close`` behave as the contract says: float32 observation
-    groups (``policy`` and ``critic`` are both the flattened gymnasium observation), float32
+    groups (``policy`` and ``critic`` are copies of the flattened gymnasium observation), float32
     reward, ``terminated``/``truncated`` never both set, auto-reset within ``step`` with the
     pre-reset observation in ``info["final_obs"]``, per-env ``episode`` return and length, and
     the non-finite guard. There are no reward terms.
@@ -142,7 +148,7 @@ class GymnasiumVectorAdapter:
         obs = self._flatten_batch(raw)
         if not np.isfinite(obs).all():
             raise RuntimeError(f"{type(self).__name__}: reset returned a non-finite observation")
-        return {POLICY: obs, CRITIC: obs}
+        return _groups(obs)
 
     def step(self, actions: np.ndarray) -> tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every env with ``actions``, auto-resetting finished ones (see the class doc).
@@ -213,12 +219,12 @@ class GymnasiumVectorAdapter:
         self._return[ids] = 0.0
 
         info = {
-            "final_obs": {POLICY: final_obs, CRITIC: final_obs},
+            "final_obs": _groups(final_obs),
             "done": done,
             "episode": episode,
             "nonfinite_resets": num_bad,
         }
-        return {POLICY: obs, CRITIC: obs}, reward.astype(np.float32), terminated, truncated, info
+        return _groups(obs), reward.astype(np.float32), terminated, truncated, info
 
     def close(self) -> None:
         """Close the wrapped vector env."""
@@ -229,7 +235,8 @@ class GymnasiumVectorAdapter:
 
     def _flatten_batch(self, raw: Any) -> np.ndarray:
         if isinstance(self._obs_space, spaces.Box):
-            return np.asarray(raw, dtype=np.float32).reshape(self.num_envs, -1)
+            # A copy: a vector env built with copy=False reuses its observation buffer.
+            return np.array(raw, dtype=np.float32).reshape(self.num_envs, -1)
         # Dict / Tuple observations: gymnasium's own flattening, env by env.
         return np.stack([self._flatten_one(o) for o in iterate(self._env.observation_space, raw)])
 
