@@ -136,6 +136,19 @@ def test_same_seed_and_actions_give_identical_trajectories(task: str) -> None:
 
 
 @pytest.mark.parametrize("task", TASKS)
+def test_thread_count_does_not_change_the_trajectory(task: str) -> None:
+    envs = [_make(task, seed=5, num_threads=threads) for threads in (1, 2)]
+    for env in envs:
+        env.reset()
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        actions = _random_actions(envs[0], rng)
+        a, b = (env.step(actions) for env in envs)
+        np.testing.assert_array_equal(a[0][POLICY], b[0][POLICY])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("task", TASKS)
 def test_reset_with_seed_replays_the_same_start(task: str) -> None:
     env = _make(task)
     first = env.reset(seed=3)
