@@ -267,6 +267,15 @@ def test_step_with_wrong_action_shape_raises() -> None:
         env.step(np.zeros((2, 3), dtype=np.float32))
 
 
+def test_step_with_nonfinite_actions_raises_naming_the_envs() -> None:
+    env = make_env("CartpoleSwingup", 3)
+    env.reset()
+    actions = np.zeros((3, 1), dtype=np.float32)
+    actions[2, 0] = np.nan
+    with pytest.raises(ValueError, match=r"envs \[2\]"):
+        env.step(actions)
+
+
 def test_invalid_constructor_arguments_name_the_argument() -> None:
     with pytest.raises(ValueError, match="num_envs"):
         make_env("CartpoleSwingup", 0)

@@ -202,7 +202,7 @@ class BatchedMujocoEnv(ABC):
 
         Raises:
             RuntimeError: If ``reset`` was not called first.
-            ValueError: If ``actions`` has the wrong shape.
+            ValueError: If ``actions`` has the wrong shape or a NaN/Inf entry.
         """
         if self._needs_reset:
             raise RuntimeError(f"{type(self).__name__}: call reset() before step()")
@@ -212,6 +212,12 @@ class BatchedMujocoEnv(ABC):
             raise ValueError(
                 f"{type(self).__name__}.step: actions must have shape {expected}, "
                 f"got {actions.shape}"
+            )
+        if not np.isfinite(actions).all():
+            rows = np.flatnonzero(~np.isfinite(actions).all(axis=1))
+            raise ValueError(
+                f"{type(self).__name__}.step: actions are NaN or Inf in envs {rows.tolist()}; "
+                "the policy produced non-finite outputs"
             )
         actions = np.clip(actions, self.spec.action_low, self.spec.action_high)
 
