@@ -29,6 +29,18 @@ POLICY_LAG = "Policy/lag"
 ACTION_STD = "Policy/mean_noise_std"
 NONFINITE_SKIPS = "Loss/nonfinite_skips"
 
+# Off-policy (FastTD3 / FastSAC) losses and diagnostics.
+LOSS_CRITIC = "Loss/critic"
+LOSS_ACTOR = "Loss/actor"
+LOSS_TEMPERATURE = "Loss/temperature"
+CRITIC_GRAD_NORM = "Policy/critic_grad_norm"
+ACTOR_GRAD_NORM = "Policy/actor_grad_norm"
+Q_TARGET_MEAN = "Policy/q_target_mean"
+Q_TARGET_MAX = "Policy/q_target_max"
+Q_TARGET_MIN = "Policy/q_target_min"
+TEMPERATURE = "Policy/temperature"
+POLICY_ENTROPY = "Policy/entropy"
+
 
 def episode_reward_term(term: str) -> str:
     """Key under which the per-episode sum of one reward term is logged."""
