@@ -116,7 +116,6 @@ class BatchedMujocoEnv(ABC):
         self.qvel = self.batch.bind("qvel")
         self.ctrl = self.batch.bind("ctrl")
 
-        self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._length = np.zeros(num_envs, dtype=np.int64)
@@ -177,7 +176,6 @@ class BatchedMujocoEnv(ABC):
                 constructor's ``seed`` on a fresh env).
         """
         if seed is not None:
-            self._seed = seed
             self._rng = np.random.default_rng(seed)
         self._reset_envs(self._all_ids)
         # Stagger after the reset (not before it, which the reset would undo) so that timeouts
