@@ -35,6 +35,8 @@ class BatchedMujocoEnv(ABC):
     and may override ``_compute_terminated()``, ``_actions_to_ctrl(actions)``,
     ``_before_physics()`` and ``_simulate()``. Hooks read and write the live arrays returned by
     ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel`` and ``self.ctrl`` are bound already.
+    Any other task randomness draws from ``self._rng`` (the generator ``seed`` starts), so that
+    one seed fixes the whole trajectory.
 
     Args:
         model: The compiled model; the batch keeps its own copy, with MuJoCo's silent
