@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 from collections.abc import Iterator
 
@@ -30,8 +31,6 @@ def no_segments_after_session() -> Iterator[None]:
 
 
 @pytest.fixture
-def spawn():
+def spawn() -> multiprocessing.context.SpawnContext:
     """The spawn multiprocessing context (what the collector uses)."""
-    import multiprocessing
-
     return multiprocessing.get_context("spawn")

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from unilab_lit.ipc import NOT_PUBLISHED, ReplayStorage, RolloutRing, SharedObsStats, SharedWeights
+from unilab_lit.ipc import NOT_PUBLISHED, RolloutRing, SharedObsStats, SharedWeights
 
 # A reader that sees no new version for this long assumes the writer died.
 _READER_PATIENCE_S = 60.0
@@ -112,11 +112,3 @@ def write_rollouts(ring: RolloutRing, count: int, reader_ready) -> None:
             else:
                 view.fill_(sequence)
         ring.commit_write()
-
-
-def write_replay_rows(replay: ReplayStorage, blocks: int, rows_per_block: int) -> None:
-    """Write ``blocks`` packed blocks; row ``i`` (in write order) is filled with ``i``."""
-    for b in range(blocks):
-        first = b * rows_per_block
-        values = torch.arange(first, first + rows_per_block, dtype=torch.float32)
-        replay.write(values[:, None].expand(rows_per_block, replay.width))

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pickle
-
 import pytest
 import torch
-from ipc_workers import write_replay_rows
 
 from unilab_lit.ipc import ReplayStorage, replay_columns
 
@@ -108,14 +105,3 @@ def test_state_dict_round_trip_restores_rows_in_order_and_pointer() -> None:
     assert torch.equal(restored.rows, replay.rows)
     with pytest.raises(ValueError, match="saved columns"):
         ReplayStorage(5, {"obs": 4}).load_state_dict(state)
-
-
-def test_rows_written_by_an_attached_spawn_child_are_visible_to_the_owner(spawn) -> None:
-    replay = ReplayStorage(10, COLUMNS)
-    child = spawn.Process(target=write_replay_rows, args=(replay, 4, 3))
-    child.start()
-    child.join(timeout=60)
-    assert child.exitcode == 0
-    assert replay.write_ptr == 12
-    assert replay.rows[:, 0].tolist() == [10.0, 11.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
-    assert pickle.loads(pickle.dumps(replay)).write_ptr == 12

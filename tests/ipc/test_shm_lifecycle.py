@@ -23,11 +23,12 @@ OWNER = textwrap.dedent(
     import torch
     from unilab_lit.ipc import NOT_PUBLISHED, ReplayStorage, RolloutRing, SharedWeights, rollout_fields
 
-    def collector(weights, ring, crash):
+    def collector(weights, ring, replay, crash):
         out = torch.empty(weights.num_floats)
         assert weights.read_if_newer(NOT_PUBLISHED, out) == 0
         ring.begin_write()["reward"].fill_(1.0)
         ring.commit_write()
+        replay.write(torch.full((40, 3), 2.0))
         if crash:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -39,11 +40,12 @@ OWNER = textwrap.dedent(
         replay = ReplayStorage(64, {"obs": 3})
         if mode in ("normal", "collector_sigkill"):
             child = multiprocessing.get_context("spawn").Process(
-                target=collector, args=(weights, ring, mode == "collector_sigkill"))
+                target=collector, args=(weights, ring, replay, mode == "collector_sigkill"))
             child.start()
             child.join()
             assert child.exitcode == (-signal.SIGKILL if mode == "collector_sigkill" else 0)
             assert len(ring.read_available()) == 1
+            assert replay.write_ptr == 40 and bool((replay.rows[:40] == 2.0).all())
         print(os.getpid(), flush=True)
         sys.stdin.readline()  # the test has seen our segments; now end
         if mode == "exception":
@@ -65,7 +67,10 @@ def _run_owner(
         stderr=subprocess.PIPE,
         text=True,
     )
-    pid = int(proc.stdout.readline())
+    line = proc.stdout.readline()
+    if not line:
+        pytest.fail(f"owner process failed before it was ready:\n{proc.communicate()[1]}")
+    pid = int(line)
     assert len(list_segments(pid)) == 3
     if send is not None:
         os.kill(pid, send)
