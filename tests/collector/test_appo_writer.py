@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, EchoPolicy, spec
-from conftest import ACT, OBS
 
 from unilab_lit.collector.metrics import EPISODES, TIMING
 from unilab_lit.envs.cartpole import CartpoleSwingup

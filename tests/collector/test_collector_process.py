@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -11,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from collector_rig import ACT, OBS, assert_no_leftovers, process_exists
 from collector_workers import spec
-from conftest import ACT, OBS, assert_no_leftovers, process_exists
 
+from tests.conftest import processes_with_mark
 from unilab_lit.collector.process import CollectorError
 from unilab_lit.ipc import list_segments
 
@@ -106,12 +108,12 @@ def test_collector_waits_for_first_weights_then_stamps_their_version(make_rig):
 
 LEARNER_SCRIPT = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     sys.path[:0] = {paths!r}
 
     def main():
         from collector_workers import spec
-        from conftest import ACT, OBS
+        from collector_rig import ACT, OBS
         from unilab_lit.collector.appo_writer import AppoWriterSpec
         from unilab_lit.collector.config import CollectorConfig
         from unilab_lit.collector.process import CollectorProcess
@@ -122,7 +124,9 @@ LEARNER_SCRIPT = textwrap.dedent(
             task="CartpoleSwingup", num_envs=2, policy=spec("ConstantGaussian", OBS, ACT),
             writer=AppoWriterSpec(ring.handle(), 8)))
         collector.start(timeout=120)
-        print(collector.pid, flush=True)
+        print(os.getpid(), collector.pid, flush=True)
+        if {exit_without_stop!r}:
+            return  # neither stop() nor unlink: the exit hooks must do both
         time.sleep(600)
 
     if __name__ == "__main__":
@@ -131,15 +135,21 @@ LEARNER_SCRIPT = textwrap.dedent(
 )
 
 
+def _write_learner(tmp_path: Path, exit_without_stop: bool) -> Path:
+    script = tmp_path / "learner.py"
+    paths = [str(Path(__file__).parent), *sys.path]
+    script.write_text(LEARNER_SCRIPT.format(paths=paths, exit_without_stop=exit_without_stop))
+    return script
+
+
 def test_collector_exits_when_learner_is_sigkilled(tmp_path: Path, marked_env):
     env, _ = marked_env
-    script = tmp_path / "learner.py"
-    script.write_text(LEARNER_SCRIPT.format(paths=[str(Path(__file__).parent), *sys.path]))
+    script = _write_learner(tmp_path, exit_without_stop=False)
     learner = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
     )
     try:
-        child_pid = int(learner.stdout.readline())
+        _, child_pid = map(int, learner.stdout.readline().split())
         learner.kill()
         learner.wait(timeout=10)
         deadline = time.monotonic() + NOTICE_S
@@ -154,3 +164,33 @@ def test_collector_exits_when_learner_is_sigkilled(tmp_path: Path, marked_env):
     finally:
         learner.kill()
         learner.stdout.close()
+
+
+def test_learner_exit_without_stop_stops_collector_and_unlinks(tmp_path: Path, marked_env):
+    env, mark = marked_env
+    script = _write_learner(tmp_path, exit_without_stop=True)
+    learner = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert learner.returncode == 0, learner.stderr
+    child_pid = int(learner.stdout.split()[0])
+    # The exit hook joins the child before the learner's interpreter finishes.
+    assert not process_exists(child_pid)
+    assert processes_with_mark(mark) == []
+    assert "ignored the stop request" not in learner.stderr
+    deadline = time.monotonic() + NOTICE_S
+    while (
+        list_segments(learner.pid if hasattr(learner, "pid") else 0) and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+
+
+def test_garbage_collected_handle_stops_collector(make_rig, segments_before):
+    rig = make_rig(spec("ConstantGaussian", OBS, ACT))
+    collector = rig.collector
+    pid, process = collector.pid, collector._process
+    rig.collector = None
+    del collector
+    gc.collect()
+    assert process.exitcode == 0
+    assert not process_exists(pid)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
+from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, spec
-from conftest import ACT, OBS
 
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
