@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
     from unilab_lit.collector.loop import Writer
     from unilab_lit.envs.spec import EnvSpec
+    from unilab_lit.ipc.obs_stats import SharedObsStatsHandle
+    from unilab_lit.ipc.weights import SharedWeightsHandle
 
 
 class PolicyBuilder(Protocol):
@@ -63,13 +65,13 @@ class CollectorConfig:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     physics_threads: int = 1
     torch_threads: int = 1
-    weights: Any = None
-    obs_stats: Any = None
+    weights: SharedWeightsHandle | None = None
+    obs_stats: SharedObsStatsHandle | None = None
     obs_norm_eps: float = 1e-8
     obs_norm_clip: float = 10.0
     stall_timeout_s: float = 30.0
     report_interval_s: float = 1.0
-    max_episodes_per_report: int = 512
+    max_episodes_per_report: int = 256
 
     def __post_init__(self) -> None:
         for name in ("num_envs", "physics_threads", "torch_threads", "max_episodes_per_report"):

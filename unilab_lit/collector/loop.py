@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -271,7 +272,7 @@ class CollectorLoop:
         if self._parent is not None and now >= self._next_parent_check:
             self._next_parent_check = now + _PARENT_CHECK_S
             if not self._parent.is_alive():
-                logger.error("the learner process is gone; collector pid stops itself")
+                logger.error("the learner process is gone; collector pid %d stops", os.getpid())
                 return False
         return True
 

@@ -41,7 +41,7 @@ class MetricsChannel:
     """
 
     def __init__(
-        self, capacity: int = 128, slot_bytes: int = 32 * 1024, ctx: SpawnContext | None = None
+        self, capacity: int = 64, slot_bytes: int = 64 * 1024, ctx: SpawnContext | None = None
     ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")

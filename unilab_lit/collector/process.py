@@ -73,8 +73,8 @@ class CollectorProcess:
         self,
         config: CollectorConfig,
         join_timeout_s: float = 5.0,
-        metrics_capacity: int = 128,
-        metrics_slot_bytes: int = 32 * 1024,
+        metrics_capacity: int = 64,
+        metrics_slot_bytes: int = 64 * 1024,
     ) -> None:
         if join_timeout_s <= 0:
             raise ValueError(f"join_timeout_s must be > 0, got {join_timeout_s}")
