@@ -1,0 +1,237 @@
+"""The iteration FastTD3 and FastSAC share: batch contract, step convention, non-finite guard."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from lightning.pytorch import Callback
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+from offpolicy_batches import DC, DP, SMALL, A, RandomBatches, loader, make_trainer, random_batch
+from torch import nn
+
+from unilab_lit import metrics
+from unilab_lit.algos.fast_sac import FastSAC
+from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.algos.offpolicy import bootstrap_mask, polyak_update
+
+ALGOS = [FastTD3, FastSAC]
+B, U = 8, 2
+
+
+def _model(cls=FastTD3, **kwargs):
+    sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
+    return cls(**{**sizes, **SMALL, "updates_per_step": U, "policy_frequency": 1, **kwargs})
+
+
+def test_bootstrap_mask_drops_only_terminated_rows_under_both_done_conventions():
+    # continuing, truncated (done = terminated), truncated (done = terminated | truncated), terminated
+    done = torch.tensor([False, False, True, True])
+    truncated = torch.tensor([False, True, True, False])
+    assert bootstrap_mask(done, truncated).tolist() == [True, True, True, False]
+
+
+def test_polyak_update_moves_each_target_parameter_by_tau():
+    source, target = nn.Linear(3, 2), nn.Linear(3, 2)
+    before = [p.clone() for p in target.parameters()]
+    polyak_update(target, source, 0.25)
+    for b, t, s in zip(before, target.parameters(), source.parameters(), strict=True):
+        torch.testing.assert_close(t, 0.75 * b + 0.25 * s.detach())
+
+
+def test_prepare_normalises_observations_and_discounts_by_the_bootstrap_mask():
+    model = _model(gamma=0.9)
+    batch = random_batch(torch.Generator().manual_seed(0), 4)
+    batch["done"] = torch.tensor([False, False, True, True])
+    batch["truncated"] = torch.tensor([False, True, True, False])
+    model._update_normalizers(batch)
+    data = model._prepare(batch)
+    torch.testing.assert_close(data["discount"], torch.tensor([0.9, 0.9, 0.9, 0.0]))
+    torch.testing.assert_close(data["next_obs"], model.obs_normalizer(batch["next_obs"]))
+    torch.testing.assert_close(
+        data["next_critic_obs"], model.critic_obs_normalizer(batch["next_critic_obs"])
+    )
+    torch.testing.assert_close(data["obs"].mean(0), torch.zeros(DP), atol=1e-5, rtol=0)
+
+
+def test_batch_missing_a_key_raises_and_lists_the_keys_it_has(tmp_path):
+    def drop_truncated(i, batch):
+        del batch["truncated"]
+
+    with pytest.raises(KeyError, match=r"lacks \['truncated'\]; it has \[.*'reward'"):
+        make_trainer(tmp_path, 1).fit(
+            _model(), train_dataloaders=loader(RandomBatches(B * U, drop_truncated))
+        )
+
+
+def test_batch_that_does_not_split_into_minibatches_raises(tmp_path):
+    with pytest.raises(ValueError, match="15 rows does not split into updates_per_step=2"):
+        make_trainer(tmp_path, 1).fit(_model(), train_dataloaders=loader(RandomBatches(15)))
+
+
+@pytest.mark.parametrize("cls", ALGOS)
+def test_trainer_steps_checkpoints_and_log_axis_count_iterations(tmp_path, cls):
+    torch.manual_seed(0)
+    model = _model(cls, updates_per_step=3)
+    dataset = RandomBatches(B * 3)
+    steps = 6
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2, save_top_k=-1)
+    trainer = make_trainer(
+        tmp_path,
+        steps,
+        logger=CSVLogger(tmp_path, name="csv"),
+        enable_checkpointing=True,
+        callbacks=[ckpt],
+    )
+    trainer.fit(model, train_dataloaders=loader(dataset))
+
+    # One global_step per item (not per optimizer step), and no item fetched ahead.
+    assert trainer.global_step == steps
+    assert dataset.served == steps
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [
+        "epoch=0-step=2.ckpt",
+        "epoch=0-step=4.ckpt",
+        "epoch=0-step=6.ckpt",
+    ]
+    with open(Path(trainer.logger.log_dir) / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(steps))
+    for key in (
+        metrics.LOSS_CRITIC,
+        metrics.LOSS_ACTOR,
+        metrics.CRITIC_GRAD_NORM,
+        metrics.ACTOR_GRAD_NORM,
+        metrics.Q_TARGET_MEAN,
+        metrics.NONFINITE_SKIPS,
+    ):
+        assert math.isfinite(float(rows[-1][key])), key
+    # Every critic update stepped its optimizer: 3 per iteration.
+    critic_opt = model.optimizers()[0].optimizer
+    assert int(critic_opt.state[next(model.critic.parameters())]["step"]) == 3 * steps
+
+
+def _nan_reward_at_1(i, batch):
+    if i == 1:
+        batch["reward"][0] = math.nan
+
+
+@pytest.mark.parametrize("cls", ALGOS)
+def test_nonfinite_input_batch_is_skipped_counted_and_still_advances_the_step(tmp_path, cls):
+    torch.manual_seed(0)
+    model = _model(cls)
+    trainer = make_trainer(tmp_path, 3)
+    trainer.fit(model, train_dataloaders=loader(RandomBatches(B * U, _nan_reward_at_1)))
+    assert trainer.global_step == 3
+    assert int(model.nonfinite_skips) == 1
+    assert trainer.callback_metrics[metrics.NONFINITE_SKIPS].item() == 1.0
+    # The poisoned item reached neither the normalisers nor any parameter.
+    assert int(model.obs_normalizer.count) == 2 * B * U
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_nonfinite_loss_skips_that_step_and_training_goes_on(tmp_path):
+    torch.manual_seed(0)
+    model = _model()
+    compute = model._critic_loss_fn
+    calls = []
+
+    def nan_on_second_call(mb):
+        loss, terms = compute(mb)
+        calls.append(len(calls))
+        return (loss * math.nan if len(calls) == 2 else loss), terms
+
+    model._critic_loss_fn = nan_on_second_call
+    trainer = make_trainer(tmp_path, 3)
+    trainer.fit(model, train_dataloaders=loader(RandomBatches(B * U)))
+    # Call 2 was the counted (last) critic step of iteration 0: skipped, yet the step advanced.
+    assert trainer.global_step == 3
+    assert int(model.nonfinite_skips) == 1
+    critic_opt = model.optimizers()[0].optimizer
+    assert int(critic_opt.state[next(model.critic.parameters())]["step"]) == 3 * U - 1
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("cls", ALGOS)
+def test_persistent_nonfinite_critic_loss_stops_training_naming_it(tmp_path, cls):
+    model = _model(cls, max_nonfinite_steps=3)
+    with torch.no_grad():
+        model.critic.heads[0][0].weight.fill_(math.inf)
+    dataset = RandomBatches(B * U)
+    with pytest.raises(
+        RuntimeError, match=r"3 non-finite critic steps in a row .*iteration 1, update 1/2"
+    ):
+        make_trainer(tmp_path, 10).fit(model, train_dataloaders=loader(dataset))
+    assert dataset.served == 2
+
+
+@pytest.mark.parametrize("cls", ALGOS)
+def test_actor_updates_every_policy_frequency_critic_updates_across_iterations(tmp_path, cls):
+    model = _model(cls, updates_per_step=1, policy_frequency=3)
+    actor_steps = []
+
+    class CountActorSteps(Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            state = pl_module.optimizers()[1].optimizer.state.get(
+                next(pl_module.actor.parameters()), {}
+            )
+            actor_steps.append(int(state.get("step", 0)))
+
+    make_trainer(tmp_path, 7, callbacks=[CountActorSteps()]).fit(
+        model, train_dataloaders=loader(RandomBatches(B))
+    )
+    # Critic updates k = 0..6; the actor follows updates 2 and 5.
+    assert actor_steps == [0, 0, 1, 1, 1, 2, 2]
+
+
+def test_fit_start_rejects_fp16_mixed_precision():
+    model = _model()
+    model.trainer = SimpleNamespace(precision="16-mixed")
+    with pytest.raises(ValueError, match="16-mixed"):
+        model.on_fit_start()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the non-CUDA refusal")
+def test_fit_start_rejects_compile_losses_off_cuda():
+    model = _model(compile_losses=True)
+    model.trainer = SimpleNamespace(precision="32-true")
+    with pytest.raises(ValueError, match="compile_losses=True needs a CUDA device.*'cpu'"):
+        model.on_fit_start()
+
+
+@pytest.mark.parametrize("cls", ALGOS)
+def test_trainer_trains_under_bf16_mixed_precision(tmp_path, cls):
+    model = _model(cls)
+    trainer = make_trainer(tmp_path, 2, precision="bf16-mixed")
+    trainer.fit(model, train_dataloaders=loader(RandomBatches(B * U)))
+    assert trainer.global_step == 2
+    assert int(model.nonfinite_skips) == 0
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("policy_obs_size", 0),
+        ("num_atoms", 1),
+        ("v_max", -10.0),
+        ("gamma", 0.0),
+        ("tau", 1.5),
+        ("updates_per_step", 0),
+        ("policy_frequency", 0),
+        ("critic_learning_rate", 0.0),
+        ("weight_decay", -1.0),
+        ("adam_betas", (0.9, 1.0)),
+        ("max_grad_norm", -1.0),
+        ("max_nonfinite_steps", 0),
+    ],
+)
+@pytest.mark.parametrize("cls", ALGOS)
+def test_constructor_rejects_out_of_range_shared_argument_naming_it(cls, name, value):
+    with pytest.raises(ValueError, match=rf"^{name} must be .*got {re.escape(repr(value))}$"):
+        _model(cls, **{name: value})
