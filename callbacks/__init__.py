@@ -1,0 +1,7 @@
+"""Lightning callbacks that connect the learner to the collector; usable by ``class_path``."""
+
+from callbacks.episode_stats import EpisodeStatsMonitor
+from callbacks.obs_norm_sync import ObsNormSync
+from callbacks.weight_sync import WeightSync
+
+__all__ = ["EpisodeStatsMonitor", "ObsNormSync", "WeightSync"]

@@ -14,6 +14,7 @@ from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
 
 _REWARD_PREFIX = "reward/"
+_PROG_BAR_KEYS = (keys.MEAN_REWARD, keys.TOTAL_FPS)
 
 
 class EpisodeStatsMonitor(Callback):
@@ -84,10 +85,9 @@ class EpisodeStatsMonitor(Callback):
         for name, series in self._episodes.items():
             if series:
                 values[self._episode_key(name)] = float(np.mean(series))
+        shown = {k: values.pop(k) for k in _PROG_BAR_KEYS if self.prog_bar and k in values}
         pl_module.log_dict(values, batch_size=1)
-        if self.prog_bar:
-            shown = {k: values[k] for k in (keys.MEAN_REWARD, keys.TOTAL_FPS) if k in values}
-            pl_module.log_dict(shown, prog_bar=True, logger=False, batch_size=1)
+        pl_module.log_dict(shown, prog_bar=True, batch_size=1)
 
     @override
     def state_dict(self) -> dict[str, Any]:

@@ -20,6 +20,13 @@ from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 
 # Ring fields stored once per rollout and env ([N, ...]) rather than per step ([T, N, ...]).
 _PER_ENV = ("last_critic_obs",)
+# Float32 in shared memory (one dtype per ring), bool in the batch the algorithm sees.
+_FLAGS = ("done", "truncated")
+
+
+def _as_is(item: TensorDict) -> TensorDict:
+    # The default collate would iterate a 0-d TensorDict and fail; items are batches already.
+    return item
 
 
 class RolloutDataset(IterableDataset):
@@ -52,7 +59,7 @@ class RolloutDataset(IterableDataset):
     def _next_batch(self) -> TensorDict:
         began = time.perf_counter()
         try:
-            self._collector.wait_for(lambda: self._ring.available > 0, timeout=self._timeout_s)
+            self._collector.wait_for(lambda: self._ring.available() > 0, timeout=self._timeout_s)
         except TimeoutError as err:
             raise TimeoutError(
                 f"no rollout arrived within data_timeout_s={self._timeout_s} s while the "
@@ -146,7 +153,7 @@ class RolloutDataModule(CollectorDataModule):
             self.num_steps,
             self.num_envs,
             step_fields={
-                k: (shape[2:], dtype)
+                k: (shape[2:], torch.bool if k in _FLAGS else dtype)
                 for k, (shape, dtype) in fields.items()
                 if k not in (*_PER_ENV, VERSION_FIELD)
             },
@@ -156,7 +163,7 @@ class RolloutDataModule(CollectorDataModule):
             device=self.device,
         )
         dataset = RolloutDataset(self.ring, pool, self.collector, self, self.data_timeout_s)
-        return DataLoader(dataset, batch_size=None, num_workers=0)
+        return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         spec = self.env_spec

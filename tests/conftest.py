@@ -1,0 +1,45 @@
+"""Helpers shared by the integration tests: leak checks for /dev/shm and child processes."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from unilab_lit.ipc import list_segments
+
+REPO = Path(__file__).resolve().parents[1]
+MARK_VAR = "UNILAB_LIT_TEST_MARK"
+
+
+def processes_with_mark(mark: str) -> list[int]:
+    """Pids of live processes whose environment carries ``MARK_VAR=mark`` (children inherit it)."""
+    needle = f"{MARK_VAR}={mark}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().split()[2]
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.fixture
+def marked_env() -> tuple[dict[str, str], str]:
+    """An environment for a subprocess whose descendants can be found after it exits."""
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, **{MARK_VAR: mark})
+    return env, mark
+
+
+@pytest.fixture
+def shm_snapshot() -> set[str]:
+    """Our /dev/shm segments before the test (the test compares with ``list_segments()``)."""
+    return set(list_segments())
