@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from functools import cached_property
@@ -45,6 +46,10 @@ class CollectorDataModule(LightningDataModule, ABC):
         stall_timeout_s: A collector without progress for this long is an error (> 0).
         data_timeout_s: Longest wait for the next batch before failing (> 0).
         startup_timeout_s: Longest wait for the collector to report ready (> 0).
+        learner_torch_threads: Torch intra-op threads of the learner process; ``None`` gives
+            it the cores the collector does not use (at least one). Oversubscribing the
+            cores makes torch's worker threads spin against the collector: on 2 cores, 2
+            learner threads next to a collector made an APPO iteration ~6x slower than 1.
 
     Raises:
         ValueError: if an argument is out of range.
@@ -61,8 +66,13 @@ class CollectorDataModule(LightningDataModule, ABC):
         stall_timeout_s: float = 30.0,
         data_timeout_s: float = 120.0,
         startup_timeout_s: float = 120.0,
+        learner_torch_threads: int | None = None,
     ) -> None:
         super().__init__()
+        if learner_torch_threads is not None and learner_torch_threads < 1:
+            raise ValueError(
+                f"learner_torch_threads must be >= 1 or null, got {learner_torch_threads}"
+            )
         for name, value in (
             ("num_envs", num_envs),
             ("physics_threads", physics_threads),
@@ -86,6 +96,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.stall_timeout_s = stall_timeout_s
         self.data_timeout_s = data_timeout_s
         self.startup_timeout_s = startup_timeout_s
+        self.learner_torch_threads = learner_torch_threads
         self.shared_weights: SharedWeights | None = None
         self.shared_obs_stats: SharedObsStats | None = None
         self.collector: CollectorProcess | None = None
@@ -149,7 +160,16 @@ class CollectorDataModule(LightningDataModule, ABC):
     def _shrink_keys(self) -> tuple[str, ...]:
         """Config keys that shrink the allocation, quoted when the budget check refuses."""
 
+    def _limit_learner_threads(self) -> None:
+        threads = self.learner_torch_threads
+        if threads is None:
+            collector_cores = max(self.physics_threads, self.collector_torch_threads)
+            threads = max(1, (os.cpu_count() or 1) - collector_cores)
+        torch.set_num_threads(threads)
+        log.info("learner uses %d torch thread(s)", threads)
+
     def _start_collector(self) -> None:
+        self._limit_learner_threads()
         model = self.trainer.lightning_module
         policy = model.collector_policy()
         normalizer = model.obs_normalizer

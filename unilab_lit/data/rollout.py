@@ -94,6 +94,8 @@ class RolloutDataModule(CollectorDataModule):
         stall_timeout_s: A collector without progress for this long is an error (> 0).
         data_timeout_s: Longest wait for the next rollout before failing (> 0).
         startup_timeout_s: Longest wait for the collector to report ready (> 0).
+        learner_torch_threads: Torch threads of the learner; ``None``: the cores the collector
+            does not use (at least one).
 
     Raises:
         ValueError: if an argument is out of range.
@@ -113,6 +115,7 @@ class RolloutDataModule(CollectorDataModule):
         stall_timeout_s: float = 30.0,
         data_timeout_s: float = 120.0,
         startup_timeout_s: float = 120.0,
+        learner_torch_threads: int | None = None,
     ) -> None:
         if num_steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {num_steps}")
@@ -131,6 +134,7 @@ class RolloutDataModule(CollectorDataModule):
             stall_timeout_s=stall_timeout_s,
             data_timeout_s=data_timeout_s,
             startup_timeout_s=startup_timeout_s,
+            learner_torch_threads=learner_torch_threads,
         )
         self.num_steps = num_steps
         self.ring_slots = ring_slots
