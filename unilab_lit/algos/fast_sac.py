@@ -229,7 +229,7 @@ class FastSAC(OffPolicyLearner):
         with torch.no_grad():
             next_actions, next_log_prob, _ = self.actor.sample(mb["next_obs"])
             # r + γb·(z − α·log π') = (r − γb·α·log π') + γb·z: a shifted reward, same projection.
-            reward = mb["reward"] - mb["discount"] * self.temperature * next_log_prob.float()
+            reward = mb["reward"] - mb["discount"] * self.temperature * next_log_prob
             # Distributions in float32 even under bf16 autocast: atoms are 1/num_atoms apart.
             next_logits = self.critic_target(mb["next_critic_obs"], next_actions).float()
             target = categorical_projection(
@@ -249,7 +249,6 @@ class FastSAC(OffPolicyLearner):
 
     def _actor_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         actions, log_prob, log_std = self.actor.sample(mb["obs"])
-        log_prob = log_prob.float()
         logits = self.critic(mb["critic_obs"], actions).float()
         q = expected_value(torch.softmax(logits, dim=-1), self.support)
         q = q.min(dim=0).values if self.hparams.use_cdq else q.mean(dim=0)

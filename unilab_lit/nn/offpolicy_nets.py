@@ -218,8 +218,9 @@ class SquashedGaussianActor(nn.Module):
         nn.init.zeros_(self.net[-1].bias)
 
     def distribution_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pre-tanh ``(mean, log_std)``, each ``[..., action_size]``."""
-        mean, raw = self.net(obs).chunk(2, dim=-1)
+        """Pre-tanh ``(mean, log_std)``, each ``[..., action_size]``, in float32."""
+        # float32 even under bf16 autocast: the log-density subtracts nearby large terms.
+        mean, raw = self.net(obs).float().chunk(2, dim=-1)
         span = self.log_std_max - self.log_std_min
         return mean, self.log_std_min + 0.5 * span * (torch.tanh(raw) + 1.0)
 
