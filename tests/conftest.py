@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from unilab_lit.ipc import list_segments
-
 REPO = Path(__file__).resolve().parents[1]
 MARK_VAR = "UNILAB_LIT_TEST_MARK"
 
@@ -37,9 +35,3 @@ def marked_env() -> tuple[dict[str, str], str]:
     mark = uuid.uuid4().hex
     env = dict(os.environ, **{MARK_VAR: mark})
     return env, mark
-
-
-@pytest.fixture
-def shm_snapshot() -> set[str]:
-    """Our /dev/shm segments before the test (the test compares with ``list_segments()``)."""
-    return set(list_segments())

@@ -5,12 +5,21 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import pytest
 import yaml
 
 from tests.conftest import REPO, processes_with_mark
 from unilab_lit.ipc import list_segments
+
+
+class CliRun(NamedTuple):
+    pid: int
+    returncode: int
+    stdout: str
+    stderr: str
+
 
 SMOKE_OVERRIDES = [
     "--trainer.max_steps=3",
@@ -20,24 +29,36 @@ SMOKE_OVERRIDES = [
 ]
 
 
-def _run_cli(
-    args: list[str], env: dict[str, str], timeout: float = 240
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> CliRun:
+    """Run ``cli.py`` to completion; the pid lets a test find the segments it created."""
+    with subprocess.Popen(
         [sys.executable, "cli.py", *args],
         cwd=REPO,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-    )
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        return CliRun(proc.pid, proc.returncode, stdout, stderr)
 
 
-def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(
-    tmp_path, marked_env, shm_snapshot
-):
+def assert_no_leftovers(run: CliRun, mark: str) -> None:
+    """No process of the run is alive and no segment it created is left in /dev/shm."""
+    deadline = time.monotonic() + 5
+    while processes_with_mark(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with_mark(mark) == [], "processes of the run outlived it"
+    assert list_segments(run.pid) == [], "shared memory left in /dev/shm"
+
+
+def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(tmp_path, marked_env):
     env, mark = marked_env
-    result = _run_cli(
+    result = run_cli(
         [
             "fit",
             "--config",
@@ -50,31 +71,34 @@ def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(
     assert result.returncode == 0, result.stderr[-4000:]
     assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
     assert list(tmp_path.rglob("events.out.tfevents*")), "no TensorBoard events written"
-    deadline = time.monotonic() + 5
-    while processes_with_mark(mark) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with_mark(mark) == [], "processes of the run outlived it"
-    assert set(list_segments()) - shm_snapshot == set(), "shared memory left in /dev/shm"
+    assert_no_leftovers(result, mark)
 
 
 def test_print_config_round_trips(tmp_path, marked_env):
     env, _ = marked_env
-    first = _run_cli(["fit", "--config", "configs/appo.yaml", "--print_config"], env)
+    first = run_cli(["fit", "--config", "configs/appo.yaml", "--print_config"], env)
     assert first.returncode == 0, first.stderr[-4000:]
     saved = tmp_path / "printed.yaml"
     saved.write_text(first.stdout)
-    second = _run_cli(["fit", "--config", str(saved), "--print_config"], env)
+    second = run_cli(["fit", "--config", str(saved), "--print_config"], env)
     assert second.returncode == 0, second.stderr[-4000:]
     assert yaml.safe_load(second.stdout) == yaml.safe_load(first.stdout)
     assert yaml.safe_load(first.stdout)["model"]["class_path"] == "unilab_lit.algos.appo.APPO"
 
 
 @pytest.mark.parametrize(
-    "bad", ["--data.init_args.task=NoSuchTask", "--data.init_args.ring_slots=1"]
+    ("override", "reason"),
+    [
+        ("--data.init_args.task=NoSuchTask", "unknown task 'NoSuchTask'; registered tasks:"),
+        ("--data.init_args.ring_slots=1", "ring_slots must be >= 2, got 1"),
+        ("--model.init_args.gamma=2", "gamma must be in (0, 1], got 2.0"),
+    ],
 )
-def test_bad_config_fails_before_training_with_one_line_reason(bad, marked_env, shm_snapshot):
-    env, _ = marked_env
-    result = _run_cli(["fit", "--config", "configs/appo.yaml", bad], env, timeout=120)
-    assert result.returncode != 0
-    assert "NoSuchTask" in result.stderr or "ring_slots" in result.stderr
-    assert set(list_segments()) - shm_snapshot == set()
+def test_bad_config_fails_before_training_with_one_line_reason(override, reason, marked_env):
+    env, mark = marked_env
+    result = run_cli(["fit", "--config", "configs/appo.yaml", override], env, timeout=120)
+    assert result.returncode == 1
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("error: invalid config: ") and reason in last_line
+    assert "Traceback" not in result.stderr
+    assert_no_leftovers(result, mark)

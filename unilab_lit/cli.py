@@ -20,6 +20,14 @@ def _action_size(spec: EnvSpec) -> int:
     return spec.action_size
 
 
+def _root_message(err: BaseException) -> str:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    if isinstance(err, KeyError) and err.args:
+        return str(err.args[0])
+    return str(err)
+
+
 class UnilabCLI(LightningCLI):
     """``LightningCLI`` that links the data module's env spec into the model.
 
@@ -40,6 +48,18 @@ class UnilabCLI(LightningCLI):
             args=args,
             run=run,
         )
+
+    def instantiate_classes(self) -> None:
+        """Build model, data and trainer; a constructor's validation error ends the run in one line.
+
+        Invalid values are found by the constructors (they name the argument, the value and
+        the valid range). jsonargparse wraps that message in its union-resolution report;
+        the user sees only the constructor's message, before anything has started.
+        """
+        try:
+            super().instantiate_classes()
+        except (ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for target, fn in (

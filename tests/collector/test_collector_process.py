@@ -39,8 +39,11 @@ def test_start_reports_ready_and_stop_is_clean(make_rig, segments_before):
 
 
 def test_collector_error_carries_child_traceback_when_act_raises(make_rig, segments_before):
-    rig = make_rig(spec("RaisingPolicy", OBS, ACT, fail_at=3))
+    rig = make_rig(spec("RaisingPolicy", OBS, ACT, fail_at=3), start=False)
     with pytest.raises(CollectorError) as err:
+        # Under load the child can fail before start() sees it ready; either way the
+        # learner gets the child's traceback.
+        rig.collector.start(timeout=120)
         rig.collector.wait_for(_never, timeout=NOTICE_S)
     message = str(err.value)
     assert "Traceback (most recent call last)" in message
