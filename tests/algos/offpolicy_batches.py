@@ -96,7 +96,7 @@ class BanditBatches(IterableDataset):
 def make_trainer(tmp_path: Path, max_steps: int, **kwargs) -> Trainer:
     return Trainer(
         max_steps=max_steps,
-        accelerator="cpu",
+        accelerator=kwargs.pop("accelerator", "cpu"),
         logger=kwargs.pop("logger", False),
         enable_checkpointing=kwargs.pop("enable_checkpointing", False),
         enable_progress_bar=False,

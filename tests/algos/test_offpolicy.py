@@ -235,3 +235,18 @@ def test_trainer_trains_under_bf16_mixed_precision(tmp_path, cls):
 def test_constructor_rejects_out_of_range_shared_argument_naming_it(cls, name, value):
     with pytest.raises(ValueError, match=rf"^{name} must be .*got {re.escape(repr(value))}$"):
         _model(cls, **{name: value})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls", ALGOS)
+def test_compiled_losses_train_on_cuda_under_bf16_with_fused_adamw(tmp_path, cls):
+    torch.manual_seed(0)
+    model = _model(cls, compile_losses=True)
+    trainer = make_trainer(tmp_path, 3, accelerator="gpu", devices=1, precision="bf16-mixed")
+    # Items arrive on the CPU here: the module moves them to its device.
+    trainer.fit(model, train_dataloaders=loader(RandomBatches(B * U)))
+    assert trainer.global_step == 3
+    assert int(model.nonfinite_skips) == 0
+    assert model._critic_loss_fn is not model._critic_loss
+    assert all(opt.optimizer.defaults["fused"] for opt in model.optimizers())
+    assert all(torch.isfinite(p).all() for p in model.parameters())

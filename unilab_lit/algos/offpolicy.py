@@ -218,6 +218,9 @@ class OffPolicyLearner(LightningModule, ABC):
     def training_step(self, dataloader_iter: Iterator[Any]) -> None:
         batch, _, _ = next(dataloader_iter)
         rows = self._check_batch(batch)
+        # The dataloader_iter flavour skips Lightning's batch_to_device; a no-op for items the
+        # data module already placed on the learner's device.
+        batch = batch.to(self.device, non_blocking=True)
         iteration = self.global_step
         logged: dict[str, torch.Tensor] = {}
         if self._batch_is_finite(batch):
