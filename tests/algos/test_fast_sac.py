@@ -15,6 +15,8 @@ from unilab_lit.algos.c51 import expected_value
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def _model(**kwargs) -> FastSAC:
     sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}

@@ -18,6 +18,9 @@ from unilab_lit.nn.offpolicy_nets import DeterministicActor
 N_ENVS = 6
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 def _model(**kwargs) -> FastTD3:
     sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
     return FastTD3(**{**sizes, **SMALL, "updates_per_step": 1, **kwargs})

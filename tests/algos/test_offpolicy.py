@@ -25,6 +25,9 @@ ALGOS = [FastTD3, FastSAC]
 B, U = 8, 2
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 def _model(cls=FastTD3, **kwargs):
     sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
     return cls(**{**sizes, **SMALL, "updates_per_step": U, "policy_frequency": 1, **kwargs})
