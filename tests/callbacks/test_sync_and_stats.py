@@ -1,0 +1,140 @@
+"""Unit tests of the learner → collector callbacks: hooks called directly on small fakes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from callbacks import EpisodeStatsMonitor, ObsNormSync, WeightSync
+from unilab_lit import metrics as keys
+from unilab_lit.collector.metrics import EPISODES, TIMING
+from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
+from unilab_lit.nn.normalization import ObsNormalizer
+
+
+class _Module:
+    """The parts of an algorithm module the callbacks touch."""
+
+    def __init__(self) -> None:
+        self.policy = nn.Linear(3, 2)
+        self.obs_normalizer = ObsNormalizer(3)
+        self.logged: dict[str, float] = {}
+        self.prog_bar: dict[str, float] = {}
+
+    def collector_policy(self) -> nn.Module:
+        return self.policy
+
+    def log_dict(self, values, prog_bar=False, batch_size=None) -> None:
+        self.logged.update(values)
+        if prog_bar:
+            self.prog_bar.update(values)
+
+
+@pytest.fixture
+def rig():
+    module = _Module()
+    weights = SharedWeights(flat_size(module.policy))
+    stats = SharedObsStats(3)
+    data = SimpleNamespace(
+        shared_weights=weights,
+        shared_obs_stats=stats,
+        env_steps=0,
+        last_wait_s=0.0,
+        messages=[],
+    )
+    data.drain_metrics = lambda: [data.messages.pop(0) for _ in range(len(data.messages))]
+    trainer = SimpleNamespace(global_step=0, datamodule=data)
+    yield trainer, module, data
+    weights.unlink()
+    stats.unlink()
+
+
+def test_weight_sync_publishes_on_train_start_then_every_n_steps(rig):
+    trainer, module, data = rig
+    sync = WeightSync(every_n_steps=2)
+    sync.on_train_start(trainer, module)
+    assert data.shared_weights.version == 0
+    reader = nn.Linear(3, 2)
+    assert data.shared_weights.load_module_if_newer(reader, NOT_PUBLISHED) == 0
+    assert torch.equal(reader.weight, module.policy.weight)
+    for step in (1, 2, 3, 4):
+        trainer.global_step = step
+        sync.on_train_batch_end(trainer, module, None, None, step - 1)
+    assert data.shared_weights.version == 4
+
+
+def test_weight_sync_skips_an_iteration_that_did_not_advance_the_step(rig):
+    trainer, module, data = rig
+    sync = WeightSync()
+    sync.on_train_start(trainer, module)
+    sync.on_train_batch_end(trainer, module, None, None, 0)  # every update skipped: step still 0
+    assert data.shared_weights.version == 0  # no duplicate version, no error
+
+
+def test_obs_norm_sync_publishes_the_normalizer_statistics(rig):
+    trainer, module, data = rig
+    module.obs_normalizer.update(torch.arange(12.0).reshape(4, 3))
+    trainer.global_step = 5
+    ObsNormSync().on_train_start(trainer, module)
+    snapshot = data.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
+    assert snapshot.version == 5 and snapshot.count == 4
+    assert torch.allclose(snapshot.mean.float(), module.obs_normalizer.mean)
+
+
+def test_publishers_reject_a_schedule_below_one():
+    with pytest.raises(ValueError, match="WeightSync.every_n_steps must be >= 1, got 0"):
+        WeightSync(every_n_steps=0)
+
+
+def _episodes(returns, lengths, upright):
+    return {
+        "kind": EPISODES,
+        "return": np.asarray(returns, np.float32),
+        "length": np.asarray(lengths, np.float32),
+        "reward/upright": np.asarray(upright, np.float32),
+        "nonfinite_resets": 1,
+    }
+
+
+def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
+    trainer, module, data = rig
+    monitor = EpisodeStatsMonitor(window=3)
+    monitor.on_train_start(trainer, module)
+    monitor.on_train_batch_start(trainer, module, None, 0)
+    data.env_steps = 1000
+    data.messages += [
+        _episodes([1.0, 2.0], [10, 20], [0.5, 0.5]),
+        _episodes([3.0, 4.0], [30, 40], [1.0, 1.0]),
+        {"kind": TIMING, "env_steps_per_s": 1234.0},
+    ]
+    monitor.on_train_batch_end(trainer, module, None, None, 0)
+    logged = module.logged
+    assert logged[keys.MEAN_REWARD] == pytest.approx(3.0)  # last 3 episodes: 2, 3, 4
+    assert logged[keys.MEAN_EPISODE_LENGTH] == pytest.approx(30.0)
+    assert logged[keys.episode_reward_term("upright")] == pytest.approx(2.5 / 3)
+    assert logged[keys.COLLECTION_FPS] == 1234.0
+    assert logged[keys.ENV_STEPS] == 1000.0
+    assert logged[keys.NONFINITE_RESETS] == 2.0
+    assert logged[keys.TOTAL_FPS] > 0 and logged[keys.LEARN_FPS] > 0
+    assert keys.MEAN_REWARD in module.prog_bar
+
+
+def test_episode_stats_monitor_state_round_trips(rig):
+    trainer, module, data = rig
+    monitor = EpisodeStatsMonitor(window=2)
+    monitor.on_train_start(trainer, module)
+    monitor.on_train_batch_start(trainer, module, None, 0)
+    data.messages.append(_episodes([5.0, 7.0], [1, 1], [0.0, 0.0]))
+    monitor.on_train_batch_end(trainer, module, None, None, 0)
+    restored = EpisodeStatsMonitor(window=2)
+    restored.load_state_dict(monitor.state_dict())
+    module.logged.clear()
+    restored.on_train_start(trainer, module)
+    restored.on_train_batch_start(trainer, module, None, 1)
+    restored.on_train_batch_end(trainer, module, None, None, 1)
+    assert module.logged[keys.MEAN_REWARD] == pytest.approx(6.0)
+    assert module.logged[keys.NONFINITE_RESETS] == 1.0
