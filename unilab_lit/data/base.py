@@ -160,6 +160,10 @@ class CollectorDataModule(LightningDataModule, ABC):
     def _shrink_keys(self) -> tuple[str, ...]:
         """Config keys that shrink the allocation, quoted when the budget check refuses."""
 
+    def _device_blocks(self) -> Mapping[str, int]:
+        """Bytes of each batch slot the subclass will allocate on ``device`` (budget check)."""
+        return {}
+
     def _limit_learner_threads(self) -> None:
         threads = self.learner_torch_threads
         if threads is None:
@@ -179,7 +183,12 @@ class CollectorDataModule(LightningDataModule, ABC):
             "obs_stats": SharedObsStats.required_bytes(self.env_spec.obs_sizes[POLICY]),
             **self._transport_blocks(),
         }
-        report = check_allocation_budget(list(blocks.items()), self._shrink_keys)
+        report = check_allocation_budget(
+            list(blocks.items()),
+            self._shrink_keys,
+            device_blocks=list(self._device_blocks().items()),
+            device=self.device,
+        )
         log.info("shared-memory plan fits: %s", report)
         try:
             self.shared_weights = SharedWeights(num_floats)
