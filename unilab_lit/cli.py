@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
@@ -39,6 +41,13 @@ class UnilabCLI(LightningCLI):
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
+        # The algorithms take ``dataloader_iter`` deliberately (no one-batch prefetch, see
+        # README); Lightning's "experimental" notice about it would greet every run.
+        for message in (
+            "You are using the `dataloader_iter` step flavor",
+            "Found `dataloader_iter`",
+        ):
+            warnings.filterwarnings("ignore", message=message, category=UserWarning)
         super().__init__(
             LightningModule,
             LightningDataModule,

@@ -1,0 +1,84 @@
+"""RolloutDataModule with a real Trainer, a real collector and APPO on a small task."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from lightning.pytorch import Callback, Trainer
+
+from callbacks import ObsNormSync, WeightSync
+from unilab_lit.algos.appo import APPO
+from unilab_lit.collector.process import CollectorError
+from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.ipc import list_segments
+
+NUM_ENVS, NUM_STEPS = 8, 8
+
+
+def _build(**data_kwargs) -> tuple[APPO, RolloutDataModule]:
+    data = RolloutDataModule(
+        task="CartpoleSwingup", num_envs=NUM_ENVS, num_steps=NUM_STEPS, **data_kwargs
+    )
+    spec = data.env_spec
+    model = APPO(
+        policy_obs_size=spec.obs_sizes["policy"],
+        critic_obs_size=spec.obs_sizes["critic"],
+        action_size=spec.action_size,
+        actor_hidden_dims=(16,),
+        critic_hidden_dims=(16,),
+        num_learning_epochs=1,
+        num_mini_batches=2,
+    )
+    return model, data
+
+
+def _trainer(max_steps: int, *extra: Callback) -> Trainer:
+    return Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[WeightSync(), ObsNormSync(), *extra],
+    )
+
+
+class _KillCollectorAt(Callback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.killed_at: float | None = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            os.kill(trainer.datamodule.collector.pid, signal.SIGKILL)
+            self.killed_at = time.monotonic()
+
+
+def test_fit_trains_counts_env_steps_and_releases_shared_memory():
+    model, data = _build()
+    trainer = _trainer(4)
+    trainer.fit(model, datamodule=data)
+    assert trainer.global_step == 4
+    assert data.env_steps >= 4 * NUM_ENVS * NUM_STEPS
+    assert data.env_steps % (NUM_ENVS * NUM_STEPS) == 0
+    assert data.collector is None and data.ring is None
+    assert list_segments(os.getpid()) == []
+
+
+def test_killed_collector_fails_fit_fast_with_its_exit_code():
+    model, data = _build(stall_timeout_s=30.0)
+    killer = _KillCollectorAt(step=2)
+    with pytest.raises(CollectorError, match=r"SIGKILL") as err:
+        _trainer(50, killer).fit(model, datamodule=data)
+    assert time.monotonic() - killer.killed_at < 5.0, err.value
+    assert data.collector is None
+    assert list_segments(os.getpid()) == []
+
+
+def test_ring_with_one_slot_is_rejected_before_anything_starts():
+    with pytest.raises(ValueError, match="ring_slots must be >= 2, got 1"):
+        RolloutDataModule(task="CartpoleSwingup", ring_slots=1)
