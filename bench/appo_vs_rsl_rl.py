@@ -1,0 +1,346 @@
+"""Wall-clock to a threshold return: our APPO (``cli.py`` config) against rsl_rl's synchronous PPO.
+
+Both sides train the same task with the same network sizes, activation, initial std, rollout
+shape (``num_envs`` x ``num_steps``), epochs, minibatches, learning rate, schedule, discount and
+loss coefficients, all read from one config (default ``configs/appo.yaml``):
+
+- ours: the config through ``UnilabCLI`` and ``Trainer.fit`` (collector subprocess, shared-memory
+  ring, staging pool, callbacks, TensorBoard logger and checkpointing as configured);
+- theirs: rsl-rl-lib's ``OnPolicyRunner`` with ``PPO`` on the same task through
+  ``unilab_lit.envs.rsl_rl_vecenv.RslRlVecEnv``, actor and critic ``MLPModel`` with empirical
+  observation normalisation (ours normalises too), logging to a temporary directory.
+
+Each side runs in its own fresh Python process, one after the other. The clock starts when
+training starts (``on_train_start`` / ``runner.learn``) and stops when the mean return of the
+last 100 finished episodes reaches ``--threshold`` (the window both loggers use), or after
+``--max-seconds``. Env-steps/s are env steps consumed by the learner per second over that time.
+Our episode statistics reach the learner in the collector's reports (one a second), so our
+time includes up to a second of reporting delay that rsl_rl's in-loop check does not have.
+
+    python bench/appo_vs_rsl_rl.py
+    python bench/appo_vs_rsl_rl.py --threshold 150 --max-seconds 300 --seeds 0 1
+"""
+
+from __future__ import annotations
+
+# Only the standard library at module level: the collector is a spawn child that re-imports
+# this script before its first line.
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT_PREFIX = "RESULT "
+WINDOW = 100  # finished episodes in the running mean, as rsl_rl's logger and EpisodeStatsMonitor
+SIDES = ("ours", "rsl_rl")
+
+
+def _cli(config: str, log_dir: str, seed: int, extra: list[str]):
+    """Our CLI, parsed and instantiated (model, data module, trainer) but not run."""
+    from unilab_lit.cli import UnilabCLI
+
+    return UnilabCLI(
+        args=[
+            "--config",
+            config,
+            f"--seed_everything={seed}",
+            f"--data.init_args.seed={seed}",
+            f"--trainer.logger.init_args.save_dir={log_dir}",
+            "--trainer.max_steps=-1",
+            "--trainer.enable_progress_bar=false",
+            *extra,
+        ],
+        run=False,
+    )
+
+
+def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
+    from lightning.pytorch import Callback
+
+    from unilab_lit import metrics
+
+    class ThresholdStop(Callback):
+        """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""
+
+        def __init__(self) -> None:
+            self.result: dict = {}
+
+        def on_train_start(self, trainer, pl_module) -> None:
+            self.began = time.perf_counter()
+            self.steps0 = trainer.datamodule.env_steps
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            elapsed = time.perf_counter() - self.began
+            value = trainer.callback_metrics.get(metrics.MEAN_REWARD)
+            mean_return = float("nan") if value is None else float(value)
+            reached = mean_return >= threshold
+            if reached or elapsed >= max_seconds:
+                collection = trainer.callback_metrics.get(metrics.COLLECTION_FPS)
+                self.result = {
+                    "reached": reached,
+                    "seconds": elapsed,
+                    "env_steps": trainer.datamodule.env_steps - self.steps0,
+                    "iterations": trainer.global_step,
+                    "mean_return": mean_return,
+                    "collector_fps": None if collection is None else float(collection),
+                    "ring_dropped": trainer.datamodule.ring_dropped,
+                }
+                trainer.should_stop = True
+
+    cli = _cli(config, log_dir, seed, [])
+    stop = ThresholdStop()
+    cli.trainer.callbacks.append(stop)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return stop.result
+
+
+def _rsl_rl_train_cfg(model_hparams, num_steps: int) -> dict:
+    """rsl_rl's runner config with our APPO's sizes and coefficients."""
+    hp = model_hparams
+    distribution = {
+        "class_name": "GaussianDistribution",
+        "init_std": hp.init_std,
+        "std_type": hp.std_type,
+    }
+    return {
+        "num_steps_per_env": num_steps,
+        "save_interval": 10**9,  # only the first and the final model, like ModelCheckpoint(last)
+        "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
+        "logger": "tensorboard",
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": hp.num_learning_epochs,
+            "num_mini_batches": hp.num_mini_batches,
+            "clip_param": hp.clip_param,
+            "gamma": hp.gamma,
+            "value_loss_coef": hp.value_loss_coef,
+            "use_clipped_value_loss": hp.use_clipped_value_loss,
+            "entropy_coef": hp.entropy_coef,
+            "learning_rate": hp.learning_rate,
+            "max_grad_norm": hp.max_grad_norm,
+            "schedule": hp.schedule,
+            "desired_kl": hp.desired_kl,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(hp.actor_hidden_dims),
+            "activation": hp.activation,
+            "obs_normalization": True,
+            "distribution_cfg": distribution,
+        },
+        "critic": {
+            "class_name": "MLPModel",
+            "hidden_dims": list(hp.critic_hidden_dims),
+            "activation": hp.activation,
+            "obs_normalization": True,
+        },
+    }
+
+
+def run_rsl_rl(
+    config: str,
+    threshold: float,
+    max_seconds: float,
+    seed: int,
+    log_dir: str,
+    physics_threads: int | None,
+) -> dict:
+    import torch
+    from rsl_rl.runners import OnPolicyRunner
+
+    from unilab_lit.envs import make_env
+    from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
+
+    cli = _cli(config, log_dir, seed, [])
+    data = cli.datamodule
+    train_cfg = _rsl_rl_train_cfg(cli.model.hparams, data.num_steps)
+    physics_threads = physics_threads or data.physics_threads
+    torch.manual_seed(seed)
+
+    class Stop(Exception):
+        """Raised from inside ``runner.learn`` when the threshold is reached or time is up."""
+
+    returns: deque[float] = deque(maxlen=WINDOW)
+    state = {"env_steps": 0}
+
+    class WatchedEnv(RslRlVecEnv):
+        def step(self, actions):
+            out = super().step(actions)
+            state["env_steps"] += self.num_envs
+            returns.extend(self.last_info["episode"]["return"].tolist())
+            elapsed = time.perf_counter() - state["began"]
+            mean_return = sum(returns) / len(returns) if returns else float("nan")
+            if mean_return >= threshold or elapsed >= max_seconds:
+                state.update(
+                    reached=mean_return >= threshold, seconds=elapsed, mean_return=mean_return
+                )
+                raise Stop
+            return out
+
+    env = WatchedEnv(
+        make_env(
+            data.task, data.num_envs, seed=seed, num_threads=physics_threads, **data.task_kwargs
+        ),
+        seed=seed,
+    )
+    runner = OnPolicyRunner(env, train_cfg, log_dir=log_dir, device="cpu")
+    state["began"] = time.perf_counter()
+    with contextlib.suppress(Stop):
+        runner.learn(num_learning_iterations=10**9)
+    env.close()
+    return {
+        "reached": state["reached"],
+        "seconds": state["seconds"],
+        "env_steps": state["env_steps"],
+        "iterations": runner.current_learning_iteration,
+        "mean_return": state["mean_return"],
+    }
+
+
+def _child(args: argparse.Namespace) -> None:
+    """One side in this process; prints one ``RESULT {json}`` line."""
+    if args.side == "rsl_rl" and args.rsl_torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(args.rsl_torch_threads)
+    with contextlib.ExitStack() as stack:
+        if args.log_dir is None:
+            log_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench_"))
+        else:
+            log_dir = str(Path(args.log_dir, f"{args.side}_seed{args.seed}").resolve())
+            os.makedirs(log_dir, exist_ok=True)
+        # Both trainers print per-iteration reports; keep them out of the bench's output.
+        sink = stack.enter_context(open(Path(log_dir) / "stdout.txt", "w"))
+        stack.enter_context(contextlib.redirect_stdout(sink))
+        if args.side == "ours":
+            result = run_ours(args.config, args.threshold, args.max_seconds, args.seed, log_dir)
+        else:
+            result = run_rsl_rl(
+                args.config,
+                args.threshold,
+                args.max_seconds,
+                args.seed,
+                log_dir,
+                args.rsl_physics_threads,
+            )
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def _run_side(side: str, args: argparse.Namespace, seed: int) -> dict:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        f"--side={side}",
+        f"--config={args.config}",
+        f"--threshold={args.threshold}",
+        f"--max-seconds={args.max_seconds}",
+        f"--seeds={seed}",
+    ]
+    for flag, value in (
+        ("--rsl-physics-threads", args.rsl_physics_threads),
+        ("--rsl-torch-threads", args.rsl_torch_threads),
+        ("--log-dir", args.log_dir),
+    ):
+        if value is not None:
+            command.append(f"{flag}={value}")
+    began = time.perf_counter()
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=args.max_seconds + 300
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"{side} run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+    result = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    result["process_seconds"] = time.perf_counter() - began
+    result["env_steps_per_s"] = result["env_steps"] / result["seconds"]
+    return result
+
+
+def _report(side: str, seed: int, r: dict) -> None:
+    status = "reached" if r["reached"] else "NOT reached"
+    extra = ""
+    if r.get("collector_fps") is not None:
+        extra = f"  collector {r['collector_fps']:,.0f}/s  ring dropped {r['ring_dropped']}"
+    print(
+        f"{side:<7} seed {seed}: {status} in {r['seconds']:7.1f} s "
+        f"(process {r['process_seconds']:.1f} s)  mean return {r['mean_return']:6.1f}  "
+        f"iterations {r['iterations']:5d}  env steps {r['env_steps']:>9,}  "
+        f"{r['env_steps_per_s']:>8,.0f} env-steps/s{extra}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/appo.yaml", help="our APPO config")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=150.0,
+        help="mean return over the last 100 episodes that ends a run",
+    )
+    parser.add_argument("--max-seconds", type=float, default=300.0, help="cap per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument(
+        "--rsl-physics-threads",
+        type=int,
+        default=None,
+        help="MuJoCo threads of rsl_rl's env (default: the config's data physics_threads)",
+    )
+    parser.add_argument(
+        "--rsl-torch-threads",
+        type=int,
+        default=None,
+        help="torch threads of rsl_rl's process (default: torch's own choice, all cores); "
+        "ours: the config's data learner_torch_threads",
+    )
+    parser.add_argument(
+        "--log-dir", default=None, help="keep each run's logs here (default: a temporary dir)"
+    )
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.max_seconds <= 0:
+        parser.error(f"--max-seconds must be > 0, got {args.max_seconds}")
+    if args.side is not None:
+        args.seed = args.seeds[0]
+        _child(args)
+        return
+
+    print(
+        f"config {args.config}; threshold: mean return of the last {WINDOW} episodes >= "
+        f"{args.threshold}; cap {args.max_seconds:.0f} s per run; {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    totals = {side: [0.0, 0, 0.0] for side in SIDES}  # seconds, env steps, all reached
+    all_reached = True
+    for seed in args.seeds:
+        for side in SIDES:
+            result = _run_side(side, args, seed)
+            _report(side, seed, result)
+            totals[side][0] += result["seconds"]
+            totals[side][1] += result["env_steps"]
+            all_reached &= result["reached"]
+    ours_s, theirs_s = totals["ours"][0], totals["rsl_rl"][0]
+    ours_fps = totals["ours"][1] / ours_s
+    theirs_fps = totals["rsl_rl"][1] / theirs_s
+    caveat = (
+        "" if all_reached else " (a run hit the cap: the time ratio is a bound, not a measurement)"
+    )
+    print(f"time to threshold, ours / rsl_rl: {ours_s / theirs_s:.2f}{caveat}")
+    print(
+        f"env-steps/s: ours {ours_fps:,.0f}, rsl_rl {theirs_fps:,.0f}, "
+        f"ratio ours / rsl_rl {ours_fps / theirs_fps:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
