@@ -41,6 +41,7 @@ class _Block(ctypes.Structure):
     _fields_ = [
         ("state", ctypes.c_int64),
         ("stop", ctypes.c_int64),
+        ("trace", ctypes.c_int64),
         ("phase", ctypes.c_int64),
         ("heartbeat", ctypes.c_uint64),
         ("heartbeat_time", ctypes.c_double),
@@ -56,8 +57,8 @@ class ControlBlock:
     """Learner ↔ collector control state; every operation is a plain shared-memory read or write.
 
     The learner creates it and passes it to the child as a ``Process`` argument (it can only travel
-    at spawn time). Single writer per field: the learner writes ``stop``; the collector writes
-    everything else.
+    at spawn time). Single writer per field: the learner writes ``stop`` and ``trace``; the
+    collector writes everything else.
 
     Args:
         ctx: The spawn context the collector process is created from.
@@ -71,6 +72,12 @@ class ControlBlock:
     def request_stop(self) -> None:
         """Ask the collector loop to finish its current step and exit cleanly."""
         self._block.stop = 1
+
+    def request_trace(self, enabled: bool) -> None:
+        """Ask the collector to record trace spans (``True``) or to ship its last batch and stop
+        recording (``False``). A run-time switch rather than a config field: the Tracing callback
+        is set up after the data module has started the collector."""
+        self._block.trace = int(enabled)
 
     @property
     def state(self) -> int:
@@ -112,6 +119,10 @@ class ControlBlock:
     @property
     def stop_requested(self) -> bool:
         return bool(self._block.stop)
+
+    @property
+    def trace_requested(self) -> bool:
+        return bool(self._block.trace)
 
     def beat(self) -> None:
         """Record progress; the learner reports a stall when beats stop for ``stall_timeout_s``."""

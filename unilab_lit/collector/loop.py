@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
+from unilab_lit import tracing
 from unilab_lit.collector.control import (
     STEPPING,
     WAITING_FOR_LEARNER,
@@ -135,17 +136,25 @@ class _EpisodeReport:
 
 
 class _PhaseTimes:
-    """Seconds spent in each phase of the loop since the last report."""
+    """Nanoseconds spent in each phase of the loop since the last report."""
 
     PHASES = ("wait", "sync", "act", "env", "write")
+    # The same phases as trace spans (the collector's main-thread track).
+    SPANS = (
+        "wait_for_learner",
+        "sync_weights_and_stats",
+        "policy_inference",
+        "env_step",
+        "shm_write",
+    )
 
     def __init__(self) -> None:
-        self.since = time.perf_counter()
-        self.totals = dict.fromkeys(self.PHASES, 0.0)
+        self.since = tracing.now_ns()
+        self.totals = dict.fromkeys(self.PHASES, 0)
         self.steps = 0
 
-    def add(self, stamps: list[float]) -> None:
-        """Account one step from the timestamps at the phase boundaries."""
+    def add(self, stamps: list[int]) -> None:
+        """Account one step from the ``tracing.now_ns`` stamps at the phase boundaries."""
         for phase, (begin, end) in zip(self.PHASES, itertools.pairwise(stamps), strict=True):
             self.totals[phase] += end - begin
         self.steps += 1
@@ -193,6 +202,12 @@ class CollectorLoop:
         self._parent = mp.parent_process()
         self._next_parent_check = 0.0
         self.env_steps = 0
+        self._report_ns = int(config.report_interval_s * 1e9)
+        # Tracing state; the recorder exists only while the learner's trace switch is on.
+        self._trace: tracing.TraceRecorder | None = None
+        self._trace_batch_events = 0
+        self._trace_shipped = 0
+        self._trace_env_steps = 0
 
     def run(self) -> None:
         """Collect until the learner asks to stop (or disappears); closes writer and env."""
@@ -207,20 +222,20 @@ class CollectorLoop:
         episodes = _EpisodeReport(self.config.max_episodes_per_report)
         timing = _PhaseTimes()
         while self._keep_running():
-            stamps = [time.perf_counter()]
+            stamps = [tracing.now_ns()]
             self.control.set_phase(WAITING_FOR_LEARNER)
             if not self.writer.wait_turn(self._keep_waiting):
                 break
             self.control.set_phase(STEPPING)
-            stamps.append(time.perf_counter())
+            stamps.append(tracing.now_ns())
             if self.writer.sync_due():
                 self._pull_weights()
                 self._pull_obs_stats()
-            stamps.append(time.perf_counter())
+            stamps.append(tracing.now_ns())
             actions, log_prob = self._act(obs[POLICY])
-            stamps.append(time.perf_counter())
+            stamps.append(tracing.now_ns())
             next_obs, reward, terminated, truncated, info = self.env.step(actions)
-            stamps.append(time.perf_counter())
+            stamps.append(tracing.now_ns())
             self.writer.write(
                 Transition(
                     obs=obs,
@@ -235,13 +250,15 @@ class CollectorLoop:
                     policy_version=self.weights_version,
                 )
             )
-            stamps.append(time.perf_counter())
+            stamps.append(tracing.now_ns())
             timing.add(stamps)
+            if self._trace is not None:
+                self._trace.add_phases(_PhaseTimes.SPANS, stamps)
             obs = next_obs
             self.env_steps += self.env.num_envs
             episodes.add(info, terminated, truncated)
             self.control.beat()
-            if stamps[-1] - timing.since >= self.config.report_interval_s:
+            if stamps[-1] - timing.since >= self._report_ns:
                 if episodes.count or episodes.nonfinite_resets:
                     self.metrics.send(episodes.message(self.env_steps))
                     episodes = _EpisodeReport(self.config.max_episodes_per_report)
@@ -255,19 +272,24 @@ class CollectorLoop:
         finally:
             self.env.close()
 
-    def _timing_message(self, timing: _PhaseTimes, now: float) -> dict:
+    def _timing_message(self, timing: _PhaseTimes, now: int) -> dict:
         return {
             "kind": TIMING,
             "env_steps": self.env_steps,
-            "env_steps_per_s": timing.steps * self.env.num_envs / (now - timing.since),
+            "env_steps_per_s": timing.steps * self.env.num_envs * 1e9 / (now - timing.since),
             "weights_version": self.weights_version,
             "obs_stats_version": self.stats_version,
-            **{f"{phase}_ms": 1e3 * total / timing.steps for phase, total in timing.totals.items()},
+            **{
+                f"{phase}_ms": 1e-6 * total / timing.steps for phase, total in timing.totals.items()
+            },
         }
 
     def _keep_running(self) -> bool:
         if self.control.stop_requested:
             return False
+        # Tracing off costs this one shared-memory read per step (or per idle poll).
+        if self._trace is not None or self.control.trace_requested:
+            self._update_trace()
         now = time.monotonic()
         if self._parent is not None and now >= self._next_parent_check:
             self._next_parent_check = now + _PARENT_CHECK_S
@@ -275,6 +297,35 @@ class CollectorLoop:
                 logger.error("the learner process is gone; collector pid %d stops", os.getpid())
                 return False
         return True
+
+    def _update_trace(self) -> None:
+        """Start, ship or finish recording as the learner's trace switch says."""
+        now = tracing.now_ns()
+        if self._trace is None:
+            self._trace = tracing.TraceRecorder("collector")
+            self._trace.name_thread("main")
+            self._trace_batch_events = tracing.max_batch_events(self.metrics.slot_bytes)
+            self._trace_shipped, self._trace_env_steps = now, self.env_steps
+            tracing.install(self._trace)  # library code (the pack thread) records through it
+        elif not self.control.trace_requested:
+            tracing.install(None)
+            self._ship_trace(now, final=True)
+            self._trace = None
+        elif (
+            self._trace.pending >= self._trace_batch_events
+            or now - self._trace_shipped >= self._report_ns
+        ):
+            self._ship_trace(now, final=False)
+
+    def _ship_trace(self, now: int, final: bool) -> None:
+        """Send what was recorded as one metrics message (at most one channel slot's worth)."""
+        assert self._trace is not None
+        elapsed = now - self._trace_shipped
+        if elapsed > 0:
+            rate = (self.env_steps - self._trace_env_steps) * 1e9 / elapsed
+            self._trace.counter("env_steps_per_s", rate, now)
+        self.metrics.send(tracing.message(self._trace.drain(), final))
+        self._trace_shipped, self._trace_env_steps = now, self.env_steps
 
     def _keep_waiting(self) -> bool:
         """Heartbeat + stop check for writers that wait for the learner."""

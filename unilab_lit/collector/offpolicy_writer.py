@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from unilab_lit import tracing
 from unilab_lit.collector.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
 from unilab_lit.collector.loop import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
@@ -144,7 +145,9 @@ class OffPolicyWriter:
                 if request is None or self._replay.write_ptr < request.min_write_ptr:
                     time.sleep(_PACK_POLL_S)
                     continue
-                self._pack(request)
+                with tracing.span("pack"):
+                    self._pack(request)
+                tracing.counter("replay_size", self._replay.size)
         except BaseException as exc:
             logger.exception("pack thread failed")
             self._error = exc
