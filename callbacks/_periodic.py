@@ -8,6 +8,8 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
+from unilab_lit import tracing
+
 
 class PeriodicPublisher(Callback, ABC):
     """Calls ``_publish`` in ``on_train_start`` and every ``every_n_steps`` iterations.
@@ -45,7 +47,8 @@ class PeriodicPublisher(Callback, ABC):
 
     def _publish_once(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.global_step != self._published_step:
-            self._publish(trainer, pl_module)
+            with tracing.span(f"{type(self).__name__}.publish"):
+                self._publish(trainer, pl_module)
             self._published_step = trainer.global_step
 
     @abstractmethod

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -14,6 +16,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from typing_extensions import override
 
+from unilab_lit import tracing
 from unilab_lit.collector.config import CollectorConfig, WriterSpec
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.envs import make_env
@@ -23,6 +26,9 @@ from unilab_lit.ipc.obs_stats import SharedObsStats
 from unilab_lit.ipc.weights import SharedWeights, flat_size
 
 log = logging.getLogger(__name__)
+
+# Messages held for a reader that has not drained yet (drop-oldest beyond, like the channel).
+_INBOX_MESSAGES = 1024
 
 
 class CollectorDataModule(LightningDataModule, ABC):
@@ -102,6 +108,9 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.collector: CollectorProcess | None = None
         self.env_steps = 0
         self.last_wait_s = 0.0  # seconds the learner waited for its latest batch
+        # The channel carries two streams with different readers; each drain takes only its own.
+        self._metrics_inbox: deque[dict[str, Any]] = deque(maxlen=_INBOX_MESSAGES)
+        self._trace_inbox: deque[dict[str, Any]] = deque(maxlen=_INBOX_MESSAGES)
         _ = self.env_spec  # an unknown task or bad task_kwargs fail here, before anything starts
 
     @cached_property
@@ -135,8 +144,41 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.env_steps = int(state_dict["env_steps"])
 
     def drain_metrics(self) -> list[dict[str, Any]]:
-        """Messages the collector sent since the last call (empty before the collector runs)."""
-        return [] if self.collector is None else self.collector.drain_metrics()
+        """Messages the collector sent since the last call, trace batches excepted (empty before
+        the collector runs)."""
+        self._pull_messages()
+        messages = list(self._metrics_inbox)
+        self._metrics_inbox.clear()
+        return messages
+
+    def start_collector_trace(self) -> None:
+        """Ask the running collector to record trace spans (it ships them over the metrics
+        channel; :meth:`drain_collector_trace` collects them). No-op without a collector."""
+        if self.collector is not None:
+            self.collector.control.request_trace(True)
+
+    def drain_collector_trace(self) -> list[tracing.TraceBatch]:
+        """Trace batches the collector sent since the last call."""
+        self._pull_messages()
+        batches = [message["batch"] for message in self._trace_inbox]
+        self._trace_inbox.clear()
+        return batches
+
+    def stop_collector_trace(self, timeout_s: float) -> list[tracing.TraceBatch]:
+        """Ask the collector to stop recording and wait up to ``timeout_s`` for its last batch
+        (less if the collector is gone); returns every batch not drained before."""
+        if self.collector is None:
+            return self.drain_collector_trace()
+        self.collector.control.request_trace(False)
+        deadline = time.monotonic() + timeout_s
+        batches: list[tracing.TraceBatch] = []
+        while True:
+            self._pull_messages()
+            final = any(message["final"] for message in self._trace_inbox)
+            batches += self.drain_collector_trace()
+            if final or not self.collector.running or time.monotonic() > deadline:
+                return batches
+            time.sleep(0.005)
 
     @property
     def device(self) -> torch.device:
@@ -163,6 +205,15 @@ class CollectorDataModule(LightningDataModule, ABC):
     def _device_blocks(self) -> Mapping[str, int]:
         """Bytes of each batch slot the subclass will allocate on ``device`` (budget check)."""
         return {}
+
+    def _pull_messages(self) -> None:
+        if self.collector is None:
+            return
+        for message in self.collector.drain_metrics():
+            if message["kind"] == tracing.MESSAGE_KIND:
+                self._trace_inbox.append(message)
+            else:
+                self._metrics_inbox.append(message)
 
     def _limit_learner_threads(self) -> None:
         threads = self.learner_torch_threads

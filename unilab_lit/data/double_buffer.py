@@ -11,6 +11,7 @@ import time
 import numpy as np
 import torch
 
+from unilab_lit import tracing
 from unilab_lit.collector.lockstep import NUM_SLOTS, LockstepLink
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.ipc.replay import ReplayStorage
@@ -190,14 +191,16 @@ class DoubleBufferPipeline:
     # ------------------------------------------------------------------------ learner side
     def _advance(self) -> torch.Tensor:
         began = time.perf_counter()
-        tick = self._start() if self.tick == 0 else self.tick + 1
-        self._wait_copied(tick)
+        with tracing.span("wait_for_data"):
+            tick = self._start() if self.tick == 0 else self.tick + 1
+            self._wait_copied(tick)
         self.last_wait_s = time.perf_counter() - began
         slot = tick % NUM_SLOTS
         if self._cuda:
             torch.cuda.current_stream(self.device).wait_event(self._copied[slot])
         self.tick = tick
-        self._request(tick + 1)
+        with tracing.span("request_next_pack"):
+            self._request(tick + 1)
         return self._device_slots[slot]
 
     def _start(self) -> int:
@@ -283,11 +286,14 @@ class DoubleBufferPipeline:
     def _copy_loop(self) -> None:
         try:
             while (tick := self._jobs.get()) is not None:
-                while not self._link.pack_done(tick):
-                    if self._stop.is_set():
-                        return
-                    time.sleep(_PACK_POLL_S)
-                self._copy(tick % NUM_SLOTS)
+                with tracing.span("wait_for_pack"):
+                    while not self._link.pack_done(tick):
+                        if self._stop.is_set():
+                            return
+                        time.sleep(_PACK_POLL_S)
+                # On CUDA this is the submission of the copy on the side stream.
+                with tracing.span("device_copy"):
+                    self._copy(tick % NUM_SLOTS)
                 self._copied_tick = tick
                 self._done.set()
         except BaseException as exc:

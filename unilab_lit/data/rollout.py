@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader, IterableDataset
 from typing_extensions import override
 
+from unilab_lit import tracing
 from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.data.base import CollectorDataModule
@@ -59,7 +60,10 @@ class RolloutDataset(IterableDataset):
     def _next_batch(self) -> TensorDict:
         began = time.perf_counter()
         try:
-            self._collector.wait_for(lambda: self._ring.available() > 0, timeout=self._timeout_s)
+            with tracing.span("wait_for_data"):
+                self._collector.wait_for(
+                    lambda: self._ring.available() > 0, timeout=self._timeout_s
+                )
         except TimeoutError as err:
             raise TimeoutError(
                 f"no rollout arrived within data_timeout_s={self._timeout_s} s while the "
@@ -67,11 +71,14 @@ class RolloutDataset(IterableDataset):
             ) from err
         self._owner.last_wait_s = time.perf_counter() - began
         staged = 0
-        while self._pool.stage_from(self._ring):
-            staged += 1
+        with tracing.span("stage_to_device"):  # ring → staging pool: the one device copy
+            while self._pool.stage_from(self._ring):
+                staged += 1
+            batch = self._pool.batch()
+        tracing.counter("staging_pool_fill", self._pool.active)
         self._owner.env_steps += staged * self._pool.num_steps * self._pool.num_envs
         self._owner.last_rollouts_staged = staged
-        return self._pool.batch()
+        return batch
 
 
 class RolloutDataModule(CollectorDataModule):
