@@ -6,6 +6,7 @@ import copy
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -270,6 +271,63 @@ class BatchedMujocoEnv(ABC):
             "nonfinite_resets": num_bad,
         }
         return obs, reward.astype(np.float32), terminated, truncated, info
+
+    def state_dict(self) -> dict[str, Any]:
+        """A copy of everything the next :meth:`step` depends on besides the model.
+
+        That is the simulations' integration state (the ``Batch``'s ``mjSTATE_INTEGRATION``
+        rows: time, qpos, qvel, act, the solver's warm start, ctrl, ...), the episode counters
+        and the generator. A task that carries other per-env state from one step to the next
+        must extend both methods. A collector snapshots its env with this so that a resumed
+        run continues the very same episodes.
+
+        Raises:
+            RuntimeError: If ``reset`` was not called first.
+        """
+        if self._needs_reset:
+            raise RuntimeError(f"{type(self).__name__}: call reset() before state_dict()")
+        return {
+            "physics": self.batch.state.copy(),
+            "elapsed": self._elapsed.copy(),
+            "length": self._length.copy(),
+            "return": self._return.copy(),
+            "term_sums": self._term_sums.copy(),
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`state_dict` of an env of the same task and ``num_envs``.
+
+        Replaces :meth:`reset`: the next ``step`` continues the saved episodes bit for bit.
+        The caller keeps the observation that goes with the state (it is not recomputed).
+
+        Raises:
+            ValueError: If the saved arrays do not fit this env (another task or ``num_envs``).
+        """
+        expected = {
+            "physics": self.batch.state.shape,
+            "elapsed": self._elapsed.shape,
+            "length": self._length.shape,
+            "return": self._return.shape,
+            "term_sums": self._term_sums.shape,
+        }
+        actual = {key: np.shape(state[key]) for key in expected}
+        if actual != expected:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: saved shapes {actual} do not fit this "
+                f"env's {expected} (another task or num_envs?)"
+            )
+        self.batch.state[...] = state["physics"]
+        self._elapsed[:] = state["elapsed"]
+        self._length[:] = state["length"]
+        self._return[:] = state["return"]
+        self._term_sums[:] = state["term_sums"]
+        self._rng = np.random.default_rng()
+        self._rng.bit_generator.state = state["rng"]
+        # Outputs (xpos, sensordata, ...) are derived from the state; hooks may read them
+        # before the first step.
+        self.batch.forward(self._all_ids)
+        self._needs_reset = False
 
     def close(self) -> None:
         """Release the batch; the env cannot be stepped afterwards."""

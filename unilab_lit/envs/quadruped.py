@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import resources
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -246,6 +247,29 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         self._last_action[env_ids] = 0.0
         self._previous_action[env_ids] = 0.0
         self._sample_commands(env_ids, rng)
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict[str, Any]:
+        """The base state plus the commands and the last two actions (they carry over steps)."""
+        state = super().state_dict()
+        state["task"] = {
+            "command": self._command.copy(),
+            "tracked_command": self._tracked_command.copy(),
+            "command_age": self._command_age.copy(),
+            "last_action": self._last_action.copy(),
+            "previous_action": self._previous_action.copy(),
+        }
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        task = state["task"]
+        self._command[:] = task["command"]
+        self._tracked_command[:] = task["tracked_command"]
+        self._command_age[:] = task["command_age"]
+        self._last_action[:] = task["last_action"]
+        self._previous_action[:] = task["previous_action"]
 
     # ------------------------------------------------------------------ internals
 
