@@ -52,6 +52,8 @@ class CollectorConfig:
         report_interval_s: Seconds between metrics messages (> 0).
         max_episodes_per_report: Most recent finished episodes whose per-episode values one
             metrics message carries (>= 1); counts always cover every episode.
+        state_dir: Private directory where the collector writes its state on request and reads
+            the state to continue from (``unilab_lit.collector.snapshot``); ``None`` disables both.
 
     Raises:
         ValueError: if a numeric argument is out of range.
@@ -72,6 +74,7 @@ class CollectorConfig:
     stall_timeout_s: float = 30.0
     report_interval_s: float = 1.0
     max_episodes_per_report: int = 256
+    state_dir: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_envs", "physics_threads", "torch_threads", "max_episodes_per_report"):

@@ -42,6 +42,9 @@ class _Block(ctypes.Structure):
         ("state", ctypes.c_int64),
         ("stop", ctypes.c_int64),
         ("trace", ctypes.c_int64),
+        ("snapshot_request", ctypes.c_int64),
+        ("snapshot_done", ctypes.c_int64),
+        ("restore", ctypes.c_int64),
         ("phase", ctypes.c_int64),
         ("heartbeat", ctypes.c_uint64),
         ("heartbeat_time", ctypes.c_double),
@@ -57,8 +60,8 @@ class ControlBlock:
     """Learner ↔ collector control state; every operation is a plain shared-memory read or write.
 
     The learner creates it and passes it to the child as a ``Process`` argument (it can only travel
-    at spawn time). Single writer per field: the learner writes ``stop`` and ``trace``; the
-    collector writes everything else.
+    at spawn time). Single writer per field: the learner writes ``stop``, ``trace``,
+    ``snapshot_request`` and ``restore``; the collector writes everything else.
 
     Args:
         ctx: The spawn context the collector process is created from.
@@ -78,6 +81,22 @@ class ControlBlock:
         recording (``False``). A run-time switch rather than a config field: the Tracing callback
         is set up after the data module has started the collector."""
         self._block.trace = int(enabled)
+
+    def request_snapshot(self) -> int:
+        """Ask the collector to write its state file (see ``CollectorConfig.state_dir``) at its
+        next step boundary; returns the request number :attr:`snapshot_done` reaches then."""
+        self._block.snapshot_request += 1
+        return int(self._block.snapshot_request)
+
+    def request_restore(self) -> None:
+        """Tell the collector that a restore file waits; it is read before the first reset, so
+        this must come before the first weights publish."""
+        self._block.restore = 1
+
+    @property
+    def snapshot_done(self) -> int:
+        """Number of the last snapshot request the collector has answered."""
+        return int(self._block.snapshot_done)
 
     @property
     def state(self) -> int:
@@ -123,6 +142,17 @@ class ControlBlock:
     @property
     def trace_requested(self) -> bool:
         return bool(self._block.trace)
+
+    @property
+    def snapshot_request(self) -> int:
+        return int(self._block.snapshot_request)
+
+    @property
+    def restore_requested(self) -> bool:
+        return bool(self._block.restore)
+
+    def mark_snapshot_done(self, request: int) -> None:
+        self._block.snapshot_done = request
 
     def beat(self) -> None:
         """Record progress; the learner reports a stall when beats stop for ``stall_timeout_s``."""

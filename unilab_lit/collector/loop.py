@@ -14,12 +14,14 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 from unilab_lit import tracing
+from unilab_lit.collector import snapshot
 from unilab_lit.collector.control import (
     STEPPING,
     WAITING_FOR_LEARNER,
@@ -208,6 +210,9 @@ class CollectorLoop:
         self._trace_batch_events = 0
         self._trace_shipped = 0
         self._trace_env_steps = 0
+        # The observation the next action is taken in: part of a snapshot (None before the reset).
+        self._obs: dict[str, np.ndarray] | None = None
+        self._state_dir = None if config.state_dir is None else Path(config.state_dir)
 
     def run(self) -> None:
         """Collect until the learner asks to stop (or disappears); closes writer and env."""
@@ -218,7 +223,8 @@ class CollectorLoop:
             self.close()
 
     def _collect(self) -> None:
-        obs = self.env.reset(seed=self.config.seed)
+        obs = self._restored_obs() or self.env.reset(seed=self.config.seed)
+        self._obs = obs
         episodes = _EpisodeReport(self.config.max_episodes_per_report)
         timing = _PhaseTimes()
         while self._keep_running():
@@ -254,7 +260,7 @@ class CollectorLoop:
             timing.add(stamps)
             if self._trace is not None:
                 self._trace.add_phases(_PhaseTimes.SPANS, stamps)
-            obs = next_obs
+            obs = self._obs = next_obs
             self.env_steps += self.env.num_envs
             episodes.add(info, terminated, truncated)
             self.control.beat()
@@ -287,6 +293,9 @@ class CollectorLoop:
     def _keep_running(self) -> bool:
         if self.control.stop_requested:
             return False
+        # Called between steps (and on every idle poll), where the state is consistent.
+        if self.control.snapshot_request != self.control.snapshot_done:
+            self._write_snapshot()
         # Tracing off costs this one shared-memory read per step (or per idle poll).
         if self._trace is not None or self.control.trace_requested:
             self._update_trace()
@@ -326,6 +335,25 @@ class CollectorLoop:
             self._trace.counter("env_steps_per_s", rate, now)
         self.metrics.send(tracing.message(self._trace.drain(), final))
         self._trace_shipped, self._trace_env_steps = now, self.env_steps
+
+    def _write_snapshot(self) -> None:
+        request = self.control.snapshot_request
+        if self._state_dir is not None:
+            state = snapshot.capture(self.env, self._obs, self.policy, self.env_steps)
+            snapshot.write(self._state_dir / snapshot.SNAPSHOT_FILE, state)
+        self.control.mark_snapshot_done(request)
+
+    def _restored_obs(self) -> dict[str, np.ndarray] | None:
+        """Continue from the learner's restore file, if it left one; ``None``: reset instead."""
+        if self._state_dir is None or not self.control.restore_requested:
+            return None
+        state = snapshot.read(self._state_dir / snapshot.RESTORE_FILE)
+        if state is None:
+            return None
+        obs = snapshot.restore(state, self.env, self.policy)
+        if obs is not None:
+            self.env_steps = int(state["env_steps"])
+        return obs
 
     def _keep_waiting(self) -> bool:
         """Heartbeat + stop check for writers that wait for the learner."""

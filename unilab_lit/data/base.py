@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Mapping
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,12 +20,14 @@ from lightning.pytorch import LightningDataModule
 from typing_extensions import override
 
 from unilab_lit import tracing
+from unilab_lit.collector import snapshot
 from unilab_lit.collector.config import CollectorConfig, WriterSpec
-from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.budget import check_allocation_budget
 from unilab_lit.ipc.obs_stats import SharedObsStats
+from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.ipc.weights import SharedWeights, flat_size
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,13 @@ class CollectorDataModule(LightningDataModule, ABC):
     ``collector_policy()``), ``SharedObsStats`` (its ``obs_normalizer``) and the
     subclass's transport, then starts the collector. ``teardown`` and ``on_exception``
     stop the collector and unlink every block; both are idempotent.
+
+    ``state_dict`` (Lightning stores it in every checkpoint under the class name) holds the
+    env-step counter and the collector's state between two steps: env physics, episode
+    counters, current observation, its RNG and exploration state. ``load_state_dict`` hands
+    that state to the collector, which continues from it instead of resetting: Lightning
+    restores after ``setup`` has started the collector, and the collector waits for the first
+    weights publish (``on_train_start``) before its reset, so the restore always comes first.
 
     The model must provide ``collector_policy()``, ``collector_policy_spec()`` and
     ``obs_normalizer`` (see ``unilab_lit.nn.policies``).
@@ -108,6 +120,8 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.collector: CollectorProcess | None = None
         self.env_steps = 0
         self.last_wait_s = 0.0  # seconds the learner waited for its latest batch
+        self._state_dir: Path | None = None
+        self._collector_state: dict[str, Any] | None = None  # what the next collector restores
         # The channel carries two streams with different readers; each drain takes only its own.
         self._metrics_inbox: deque[dict[str, Any]] = deque(maxlen=_INBOX_MESSAGES)
         self._trace_inbox: deque[dict[str, Any]] = deque(maxlen=_INBOX_MESSAGES)
@@ -137,11 +151,14 @@ class CollectorDataModule(LightningDataModule, ABC):
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps}
+        return {"env_steps": self.env_steps, "collector": self._snapshot_collector()}
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.env_steps = int(state_dict["env_steps"])
+        self._collector_state = state_dict.get("collector")
+        if self.collector is not None:
+            self._hand_over_collector_state()
 
     def drain_metrics(self) -> list[dict[str, Any]]:
         """Messages the collector sent since the last call, trace batches excepted (empty before
@@ -215,6 +232,39 @@ class CollectorDataModule(LightningDataModule, ABC):
             else:
                 self._metrics_inbox.append(message)
 
+    def _snapshot_collector(self) -> dict[str, Any] | None:
+        """The running collector's state at its next step boundary (``None`` without one)."""
+        collector = self.collector
+        if collector is None or not collector.running or self._state_dir is None:
+            return None
+        request = collector.control.request_snapshot()
+        try:
+            collector.wait_for(
+                lambda: collector.control.snapshot_done >= request, timeout=self.stall_timeout_s
+            )
+        except (CollectorError, TimeoutError) as err:
+            # A checkpoint written because the collector failed must still be written.
+            log.warning("checkpoint without the collector's state: %s", err)
+            return None
+        path = self._state_dir / snapshot.SNAPSHOT_FILE
+        state = snapshot.read(path)
+        path.unlink()
+        return state
+
+    def _hand_over_collector_state(self) -> None:
+        """Give the restored state to the collector, which reads it instead of its first reset."""
+        if self._collector_state is None:
+            return
+        assert self.collector is not None and self._state_dir is not None
+        if self.shared_weights is not None and self.shared_weights.version != NOT_PUBLISHED:
+            raise RuntimeError(
+                "the collector's state was restored after the first weights publish; the "
+                "collector has reset its envs already (restore before on_train_start)"
+            )
+        snapshot.write(self._state_dir / snapshot.RESTORE_FILE, self._collector_state)
+        self.collector.control.request_restore()
+        self._collector_state = None
+
     def _limit_learner_threads(self) -> None:
         threads = self.learner_torch_threads
         if threads is None:
@@ -242,6 +292,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         )
         log.info("shared-memory plan fits: %s", report)
         try:
+            self._state_dir = Path(tempfile.mkdtemp(prefix="unilab_lit_collector_"))
             self.shared_weights = SharedWeights(num_floats)
             self.shared_obs_stats = SharedObsStats(self.env_spec.obs_sizes[POLICY])
             writer = self._create_transport()
@@ -260,8 +311,10 @@ class CollectorDataModule(LightningDataModule, ABC):
                     obs_norm_eps=normalizer.eps,
                     obs_norm_clip=normalizer.clip,
                     stall_timeout_s=self.stall_timeout_s,
+                    state_dir=str(self._state_dir),
                 )
             )
+            self._hand_over_collector_state()
             self.collector.start(timeout=self.startup_timeout_s)
         except BaseException:
             self._stop_collector()
@@ -277,3 +330,6 @@ class CollectorDataModule(LightningDataModule, ABC):
                 block.unlink()
         self.shared_weights = None
         self.shared_obs_stats = None
+        if self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+            self._state_dir = None
