@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from unilab_lit.collector.loop import Transition
+from unilab_lit.collector.rollout_gate import RolloutGate, RolloutGateHandle
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.rollout_ring import RolloutRing, RolloutRingHandle, rollout_fields
 
@@ -19,13 +20,17 @@ class AppoWriterSpec:
     Args:
         ring: Handle of the learner's ring (fields from ``rollout_fields``).
         num_steps: Rollout length T; must match the ring's slot shape.
+        gate: Handle of the learner's ``RolloutGate`` for synchronous collection; ``None``
+            collects freely.
     """
 
     ring: RolloutRingHandle
     num_steps: int
+    gate: RolloutGateHandle | None = None
 
     def build(self, env_spec: EnvSpec) -> AppoWriter:
-        return AppoWriter(self.ring.attach(), self.num_steps, env_spec)
+        gate = None if self.gate is None else self.gate.attach()
+        return AppoWriter(self.ring.attach(), self.num_steps, env_spec, gate)
 
 
 class AppoWriter:
@@ -34,19 +39,27 @@ class AppoWriter:
     Weights and statistics are pulled only at the start of a rollout, so a whole rollout is
     acted by one policy version, recorded in the slot's ``policy_version``. Observations are
     stored raw: the learner normalises with its own (newer) statistics and updates them from
-    this data. The writer never waits: a learner that falls behind loses the oldest rollouts
-    (counted by the ring).
+    this data. Without a gate the writer never waits: a learner that falls behind loses the
+    oldest rollouts (counted by the ring). With a gate it starts rollout ``r`` (counted from 0)
+    only once the learner has released ``r + 1`` rollouts (synchronous collection).
 
     Args:
         ring: The attached ring.
         num_steps: Rollout length T (>= 1).
         env_spec: The collector env's spec; its sizes must match the ring's fields.
+        gate: The attached gate for synchronous collection, or ``None``.
 
     Raises:
         ValueError: if the ring's fields do not match ``rollout_fields`` for these sizes.
     """
 
-    def __init__(self, ring: RolloutRing, num_steps: int, env_spec: EnvSpec) -> None:
+    def __init__(
+        self,
+        ring: RolloutRing,
+        num_steps: int,
+        env_spec: EnvSpec,
+        gate: RolloutGate | None = None,
+    ) -> None:
         expected = rollout_fields(
             num_steps,
             env_spec.num_envs,
@@ -60,12 +73,18 @@ class AppoWriter:
                 f"(num_steps={num_steps}, env spec {env_spec}): expected {expected}"
             )
         self._ring = ring
+        self._gate = gate
         self._num_steps = num_steps
         self._t = 0
         self._slot: dict[str, torch.Tensor] = {}
         self.rollouts_written = 0
 
     def wait_turn(self, keep_waiting: Callable[[], bool]) -> bool:
+        if self._gate is None or self._t > 0:
+            return True
+        while self._gate.released <= self.rollouts_written:
+            if not keep_waiting():
+                return False
         return True
 
     def sync_due(self) -> bool:

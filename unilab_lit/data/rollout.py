@@ -14,6 +14,7 @@ from typing_extensions import override
 from unilab_lit import tracing
 from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.collector.rollout_gate import RolloutGate
 from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
 from unilab_lit.envs.spec import CRITIC, POLICY
@@ -33,10 +34,11 @@ def _as_is(item: TensorDict) -> TensorDict:
 class RolloutDataset(IterableDataset):
     """Infinite stream of staging-pool batches; each item waits for at least one new rollout.
 
-    On each ``next``: wait (with collector liveness checks) until the ring holds an
-    unread rollout, move every available rollout into the staging pool, and yield the
-    pool's combined time-major batch. A dead or stalled collector raises its own
-    ``CollectorError``; no rollout within ``timeout_s`` raises ``TimeoutError``.
+    On each ``next``: release one rollout through ``gate`` (synchronous collection), wait
+    (with collector liveness checks) until the ring holds an unread rollout, move every
+    available rollout into the staging pool, and yield the pool's combined time-major batch.
+    A dead or stalled collector raises its own ``CollectorError``; no rollout within
+    ``timeout_s`` raises ``TimeoutError``.
     """
 
     def __init__(
@@ -46,8 +48,10 @@ class RolloutDataset(IterableDataset):
         collector: CollectorProcess,
         owner: RolloutDataModule,
         timeout_s: float,
+        gate: RolloutGate | None = None,
     ) -> None:
         self._ring = ring
+        self._gate = gate
         self._pool = pool
         self._collector = collector
         self._owner = owner
@@ -58,6 +62,10 @@ class RolloutDataset(IterableDataset):
             yield self._next_batch()
 
     def _next_batch(self) -> TensorDict:
+        if self._gate is not None:
+            # Every on_train_batch_end of the previous iteration has run: the collector pulls
+            # the weights and statistics that iteration published.
+            self._gate.release()
         began = time.perf_counter()
         try:
             with tracing.span("wait_for_data"):
@@ -94,6 +102,10 @@ class RolloutDataModule(CollectorDataModule):
         ring_slots: Rollouts the shared ring holds (>= 2); a collector that laps the
             learner drops the oldest unread ones (counted).
         staging_capacity: Rollouts combined into one batch (>= 1).
+        synchronous: Collect rollout ``k + 1`` only after iteration ``k`` has published its
+            weights (``unilab_lit.collector.rollout_gate``): no policy lag and a run that depends
+            only on its seeds (resume-equivalence tests, debugging), at the cost of the overlap
+            of collection and learning.
         seed: Seed of the collector's env and policy sampling.
         task_kwargs: Extra keyword arguments of the task's constructor.
         physics_threads: MuJoCo threads in the collector (>= 1).
@@ -115,6 +127,7 @@ class RolloutDataModule(CollectorDataModule):
         num_steps: int = 32,
         ring_slots: int = 4,
         staging_capacity: int = 3,
+        synchronous: bool = False,
         seed: int = 0,
         task_kwargs: dict[str, Any] | None = None,
         physics_threads: int = 1,
@@ -146,7 +159,9 @@ class RolloutDataModule(CollectorDataModule):
         self.num_steps = num_steps
         self.ring_slots = ring_slots
         self.staging_capacity = staging_capacity
+        self.synchronous = synchronous
         self.ring: RolloutRing | None = None
+        self.gate: RolloutGate | None = None
         self.last_rollouts_staged = 0
 
     @property
@@ -173,7 +188,9 @@ class RolloutDataModule(CollectorDataModule):
             },
             device=self.device,
         )
-        dataset = RolloutDataset(self.ring, pool, self.collector, self, self.data_timeout_s)
+        dataset = RolloutDataset(
+            self.ring, pool, self.collector, self, self.data_timeout_s, self.gate
+        )
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
@@ -188,7 +205,10 @@ class RolloutDataModule(CollectorDataModule):
 
     @override
     def _transport_blocks(self) -> Mapping[str, int]:
-        return {"rollout_ring": RolloutRing.required_bytes(self.ring_slots, self._fields())}
+        blocks = {"rollout_ring": RolloutRing.required_bytes(self.ring_slots, self._fields())}
+        if self.synchronous:
+            blocks["rollout_gate"] = RolloutGate.required_bytes()
+        return blocks
 
     @property
     @override
@@ -198,10 +218,18 @@ class RolloutDataModule(CollectorDataModule):
     @override
     def _create_transport(self) -> AppoWriterSpec:
         self.ring = RolloutRing(self.ring_slots, self._fields())
-        return AppoWriterSpec(ring=self.ring.handle(), num_steps=self.num_steps)
+        if self.synchronous:
+            self.gate = RolloutGate()
+        return AppoWriterSpec(
+            ring=self.ring.handle(),
+            num_steps=self.num_steps,
+            gate=None if self.gate is None else self.gate.handle(),
+        )
 
     @override
     def _release_transport(self) -> None:
-        if self.ring is not None:
-            self.ring.unlink()
-            self.ring = None
+        for block in (self.ring, self.gate):
+            if block is not None:
+                block.unlink()
+        self.ring = None
+        self.gate = None
