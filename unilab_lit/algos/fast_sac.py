@@ -72,7 +72,9 @@ class FastSAC(OffPolicyLearner):
         tau: Polyak rate of the critic targets, in (0, 1].
         updates_per_step: Minibatches (critic updates) per replay item (>= 1).
         policy_frequency: Critic updates per actor and temperature update (>= 1).
-        use_cdq: Clipped double Q in the critic target and the actor loss (FastSAC: off).
+        use_cdq: Clipped double Q in the critic target and the actor loss. On by default, unlike
+            the seed project's FastSAC: on HalfCheetah (32 envs, 3000 updates) its Q targets
+            overestimated without it and forward reward reached 0.05 vs 0.6 per step with it.
         init_temperature: Initial entropy temperature α (> 0).
         target_entropy_per_dim: Target policy entropy per action dimension (SAC: −1).
         critic_learning_rate: AdamW learning rate of the critics (> 0).
@@ -106,7 +108,7 @@ class FastSAC(OffPolicyLearner):
         tau: float = 0.125,
         updates_per_step: int = 4,
         policy_frequency: int = 4,
-        use_cdq: bool = False,
+        use_cdq: bool = True,
         init_temperature: float = 0.01,
         target_entropy_per_dim: float = -1.0,
         critic_learning_rate: float = 3e-4,
