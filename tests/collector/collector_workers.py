@@ -114,3 +114,27 @@ class EchoPolicy(nn.Module):
 def spec(name: str, obs_size: int, action_size: int, **kwargs) -> StandInSpec:
     """A picklable recipe for one of the classes above."""
     return StandInSpec(name, {"obs_size": obs_size, "action_size": action_size, **kwargs})
+
+
+class EpisodeCountingPolicy(ConstantGaussian):
+    """Acts with the number of finished episodes it was told about (``reset_episodes``) per env.
+
+    Stands in for a policy with collector-side per-episode state (FastTD3's exploration scales):
+    its actions make the loop's calls visible in the rollouts.
+    """
+
+    def __init__(self, obs_size: int, action_size: int) -> None:
+        super().__init__(obs_size, action_size)
+        self.finished: torch.Tensor | None = None
+
+    def reset_episodes(self, done: torch.Tensor) -> None:
+        base = torch.zeros(done.shape[0]) if self.finished is None else self.finished
+        self.finished = base + done.float()
+
+    def act(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = super().act(obs)
+        finished = torch.zeros(obs.shape[0]) if self.finished is None else self.finished
+        return {
+            "actions": finished[:, None].expand_as(out["actions"]).clone(),
+            "log_prob": out["log_prob"],
+        }

@@ -122,3 +122,22 @@ def test_policy_sees_obs_normalised_with_published_stats_while_ring_keeps_raw_ob
     torch.testing.assert_close(rollout["actions"], expected, rtol=0, atol=0)
     assert not torch.equal(rollout["obs"][..., :ACT], rollout["actions"])
     assert rollout["actions"].abs().max() <= clip
+
+
+def test_loop_tells_the_policy_which_episodes_ended(make_rig):
+    rig = make_rig(
+        spec("EpisodeCountingPolicy", OBS, ACT),
+        num_envs=N,
+        num_steps=T,
+        ring_slots=32,
+        seed=SEED,
+        env_kwargs={"max_episode_steps": 3},
+    )
+    (_, first), (_, second) = _read(rig, 2)
+    actions = torch.cat([first["actions"], second["actions"]])[..., 0]  # [2T, N]
+    done = torch.cat([first["done"], second["done"]]).bool()
+    # The action at step t+1 counts the episodes that ended up to step t, env by env.
+    expected = torch.cumsum(done.float(), dim=0)[:-1]
+    assert torch.equal(actions[1:], expected)
+    assert expected[-1].min() >= 1  # every env finished at least one 3-step episode
+    rig.release()

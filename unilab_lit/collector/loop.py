@@ -189,6 +189,9 @@ class CollectorLoop:
     ) -> None:
         self.env = env
         self.policy = policy
+        # Policies with per-episode collector-side state (FastTD3's per-env exploration scales)
+        # expose reset_episodes(done); it is not part of the published weights.
+        self._reset_episodes = getattr(policy, "reset_episodes", None)
         self.writer = writer
         self.control = control
         self.metrics = metrics
@@ -260,6 +263,8 @@ class CollectorLoop:
             timing.add(stamps)
             if self._trace is not None:
                 self._trace.add_phases(_PhaseTimes.SPANS, stamps)
+            if self._reset_episodes is not None and info["done"].any():
+                self._reset_episodes(torch.from_numpy(info["done"]))
             obs = self._obs = next_obs
             self.env_steps += self.env.num_envs
             episodes.add(info, terminated, truncated)
