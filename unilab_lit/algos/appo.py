@@ -16,6 +16,7 @@ from unilab_lit import metrics
 from unilab_lit.algos.vtrace import vtrace
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.nn.policies import Activation, GaussianActor, MLPCritic, PolicySpec
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +93,6 @@ def adaptive_learning_rate(
     if 0.0 < kl < desired_kl / kl_tolerance_factor:
         return min(max_lr, lr * lr_factor)
     return lr
-
-
-def _check(ok: bool, name: str, value: Any, valid: str) -> None:
-    if not ok:
-        raise ValueError(f"{name} must be {valid}, got {value!r}")
 
 
 class APPO(LightningModule):
@@ -206,54 +202,54 @@ class APPO(LightningModule):
             ("critic_obs_size", critic_obs_size),
             ("action_size", action_size),
         ):
-            _check(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
+            check_arg(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
         for name, dims in (
             ("actor_hidden_dims", actor_hidden_dims),
             ("critic_hidden_dims", critic_hidden_dims),
         ):
-            _check(
+            check_arg(
                 len(dims) > 0 and all(d >= 1 for d in dims),
                 name,
                 list(dims),
                 "a non-empty list of positive widths",
             )
-        _check(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
-        _check(clip_rho_threshold > 0.0, "clip_rho_threshold", clip_rho_threshold, "> 0")
-        _check(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
-        _check(0.0 < clip_param < 1.0, "clip_param", clip_param, "in (0, 1)")
-        _check(value_loss_coef >= 0.0, "value_loss_coef", value_loss_coef, ">= 0")
-        _check(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
-        _check(num_learning_epochs >= 1, "num_learning_epochs", num_learning_epochs, ">= 1")
-        _check(num_mini_batches >= 1, "num_mini_batches", num_mini_batches, ">= 1")
-        _check(schedule in _SCHEDULES, "schedule", schedule, f"one of {list(_SCHEDULES)}")
-        _check(desired_kl > 0.0, "desired_kl", desired_kl, "> 0")
-        _check(kl_tolerance_factor > 1.0, "kl_tolerance_factor", kl_tolerance_factor, "> 1")
-        _check(lr_factor > 1.0, "lr_factor", lr_factor, "> 1")
-        _check(min_learning_rate > 0.0, "min_learning_rate", min_learning_rate, "> 0")
-        _check(
+        check_arg(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
+        check_arg(clip_rho_threshold > 0.0, "clip_rho_threshold", clip_rho_threshold, "> 0")
+        check_arg(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
+        check_arg(0.0 < clip_param < 1.0, "clip_param", clip_param, "in (0, 1)")
+        check_arg(value_loss_coef >= 0.0, "value_loss_coef", value_loss_coef, ">= 0")
+        check_arg(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
+        check_arg(num_learning_epochs >= 1, "num_learning_epochs", num_learning_epochs, ">= 1")
+        check_arg(num_mini_batches >= 1, "num_mini_batches", num_mini_batches, ">= 1")
+        check_arg(schedule in _SCHEDULES, "schedule", schedule, f"one of {list(_SCHEDULES)}")
+        check_arg(desired_kl > 0.0, "desired_kl", desired_kl, "> 0")
+        check_arg(kl_tolerance_factor > 1.0, "kl_tolerance_factor", kl_tolerance_factor, "> 1")
+        check_arg(lr_factor > 1.0, "lr_factor", lr_factor, "> 1")
+        check_arg(min_learning_rate > 0.0, "min_learning_rate", min_learning_rate, "> 0")
+        check_arg(
             max_learning_rate >= min_learning_rate,
             "max_learning_rate",
             max_learning_rate,
             f">= min_learning_rate ({min_learning_rate})",
         )
         if schedule == "adaptive":
-            _check(
+            check_arg(
                 min_learning_rate <= learning_rate <= max_learning_rate,
                 "learning_rate",
                 learning_rate,
                 f"in [min_learning_rate, max_learning_rate] = [{min_learning_rate}, {max_learning_rate}]"
                 " with schedule='adaptive'",
             )
-        _check(
+        check_arg(
             learning_rate > 0.0 and math.isfinite(learning_rate),
             "learning_rate",
             learning_rate,
             "a finite value > 0",
         )
-        _check(max_grad_norm > 0.0, "max_grad_norm", max_grad_norm, "> 0")
-        _check(target_update_freq >= 1, "target_update_freq", target_update_freq, ">= 1")
-        _check(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
-        _check(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
+        check_arg(max_grad_norm > 0.0, "max_grad_norm", max_grad_norm, "> 0")
+        check_arg(target_update_freq >= 1, "target_update_freq", target_update_freq, ">= 1")
+        check_arg(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
+        check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
         self.save_hyperparameters()
         self.automatic_optimization = False
 
@@ -303,9 +299,8 @@ class APPO(LightningModule):
         batch, _, _ = next(dataloader_iter)
         iteration = self.global_step
         num_samples = batch["reward"].numel()
-        logged: dict[str, torch.Tensor | float] = {
-            metrics.POLICY_LAG: (iteration - batch["policy_version"]).float().mean(),
-        }
+        policy_lag = (iteration - batch["policy_version"]).float().mean()
+        logged: dict[str, torch.Tensor | float] = {}
         if self._batch_is_finite(batch):
             self._update_normalizers(batch)
             data, rho_clip_fraction = self._prepare(batch)
@@ -320,6 +315,15 @@ class APPO(LightningModule):
         logged[metrics.NONFINITE_SKIPS] = self.nonfinite_skips.float()
         logged[metrics.ACTION_STD] = self.actor.std().detach().mean()
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=num_samples)
+        # In the progress bar, next to the reward and env-steps/s EpisodeStatsMonitor shows.
+        self.log(
+            metrics.POLICY_LAG,
+            policy_lag,
+            prog_bar=True,
+            on_step=True,
+            on_epoch=False,
+            batch_size=num_samples,
+        )
 
     # ------------------------------------------------------------------------ iteration
     @staticmethod

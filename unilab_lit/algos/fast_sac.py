@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from unilab_lit import metrics
-from unilab_lit.algos.appo import _check
 from unilab_lit.algos.c51 import (
     categorical_projection,
     clipped_double_target,
@@ -28,6 +27,7 @@ from unilab_lit.algos.offpolicy import (
 )
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor, TwinDistributionalCritic
 from unilab_lit.nn.policies import Activation, PolicySpec
+from unilab_lit.validation import check_arg
 
 
 class FastSAC(OffPolicyLearner):
@@ -139,19 +139,19 @@ class FastSAC(OffPolicyLearner):
             compile_losses=compile_losses,
             max_nonfinite_steps=max_nonfinite_steps,
         )
-        _check(
+        check_arg(
             init_temperature > 0.0 and math.isfinite(init_temperature),
             "init_temperature",
             init_temperature,
             "a finite value > 0",
         )
-        _check(
+        check_arg(
             math.isfinite(target_entropy_per_dim),
             "target_entropy_per_dim",
             target_entropy_per_dim,
             "finite",
         )
-        _check(
+        check_arg(
             temperature_learning_rate > 0.0,
             "temperature_learning_rate",
             temperature_learning_rate,

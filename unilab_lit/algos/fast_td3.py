@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from unilab_lit import metrics
-from unilab_lit.algos.appo import _check
 from unilab_lit.algos.c51 import (
     categorical_projection,
     clipped_double_target,
@@ -26,6 +25,7 @@ from unilab_lit.algos.offpolicy import (
 )
 from unilab_lit.nn.offpolicy_nets import DeterministicActor, TwinDistributionalCritic
 from unilab_lit.nn.policies import Activation, PolicySpec
+from unilab_lit.validation import check_arg
 
 
 class FastTD3(OffPolicyLearner):
@@ -134,8 +134,8 @@ class FastTD3(OffPolicyLearner):
             compile_losses=compile_losses,
             max_nonfinite_steps=max_nonfinite_steps,
         )
-        _check(policy_noise >= 0.0, "policy_noise", policy_noise, ">= 0")
-        _check(noise_clip >= 0.0, "noise_clip", noise_clip, ">= 0")
+        check_arg(policy_noise >= 0.0, "policy_noise", policy_noise, ">= 0")
+        check_arg(noise_clip >= 0.0, "noise_clip", noise_clip, ">= 0")
         self._actor_kwargs: dict[str, Any] = {
             "obs_size": policy_obs_size,
             "action_size": action_size,

@@ -13,8 +13,8 @@ from tensordict import TensorDict
 from torch import nn
 
 from unilab_lit import metrics
-from unilab_lit.algos.appo import _check
 from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -150,24 +150,24 @@ class OffPolicyLearner(LightningModule, ABC):
             ("critic_obs_size", critic_obs_size),
             ("action_size", action_size),
         ):
-            _check(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
-        _check(num_atoms >= 2, "num_atoms", num_atoms, ">= 2")
-        _check(v_max > v_min, "v_max", v_max, f"> v_min ({v_min})")
-        _check(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
-        _check(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
-        _check(updates_per_step >= 1, "updates_per_step", updates_per_step, ">= 1")
-        _check(policy_frequency >= 1, "policy_frequency", policy_frequency, ">= 1")
-        _check(critic_learning_rate > 0.0, "critic_learning_rate", critic_learning_rate, "> 0")
-        _check(actor_learning_rate > 0.0, "actor_learning_rate", actor_learning_rate, "> 0")
-        _check(weight_decay >= 0.0, "weight_decay", weight_decay, ">= 0")
-        _check(
+            check_arg(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
+        check_arg(num_atoms >= 2, "num_atoms", num_atoms, ">= 2")
+        check_arg(v_max > v_min, "v_max", v_max, f"> v_min ({v_min})")
+        check_arg(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
+        check_arg(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
+        check_arg(updates_per_step >= 1, "updates_per_step", updates_per_step, ">= 1")
+        check_arg(policy_frequency >= 1, "policy_frequency", policy_frequency, ">= 1")
+        check_arg(critic_learning_rate > 0.0, "critic_learning_rate", critic_learning_rate, "> 0")
+        check_arg(actor_learning_rate > 0.0, "actor_learning_rate", actor_learning_rate, "> 0")
+        check_arg(weight_decay >= 0.0, "weight_decay", weight_decay, ">= 0")
+        check_arg(
             len(adam_betas) == 2 and all(0.0 <= b < 1.0 for b in adam_betas),
             "adam_betas",
             adam_betas,
             "two values in [0, 1)",
         )
-        _check(max_grad_norm >= 0.0, "max_grad_norm", max_grad_norm, ">= 0 (0 disables)")
-        _check(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
+        check_arg(max_grad_norm >= 0.0, "max_grad_norm", max_grad_norm, ">= 0 (0 disables)")
+        check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
         # Collects the subclass's constructor arguments too (they are the checkpointed config).
         self.save_hyperparameters()
         self.automatic_optimization = False

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from rsl_rl.utils import resolve_nn_activation
 from torch import nn
 
-from unilab_lit.nn.policies import Activation, _check_sizes
+from unilab_lit.nn.policies import Activation, check_mlp_args
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -83,7 +83,7 @@ class DeterministicActor(nn.Module):
         noise_std_max: float = 0.4,
     ) -> None:
         super().__init__()
-        _check_sizes(obs_size, hidden_dims, activation)
+        check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
         if not init_scale > 0.0:
             raise ValueError(f"init_scale must be > 0, got {init_scale}")
@@ -202,7 +202,7 @@ class SquashedGaussianActor(nn.Module):
         log_std_max: float = 2.0,
     ) -> None:
         super().__init__()
-        _check_sizes(obs_size, hidden_dims, activation)
+        check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
         if not log_std_min < log_std_max:
             raise ValueError(
@@ -275,7 +275,7 @@ class TwinDistributionalCritic(nn.Module):
         layer_norm: bool = False,
     ) -> None:
         super().__init__()
-        _check_sizes(obs_size, hidden_dims, activation)
+        check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
         if num_atoms < 2:
             raise ValueError(f"num_atoms must be >= 2, got {num_atoms}")

@@ -52,7 +52,9 @@ class PolicySpec:
         return factory(**self.kwargs)
 
 
-def _check_sizes(obs_size: int, hidden_dims: tuple[int, ...] | list[int], activation: str) -> None:
+def check_mlp_args(
+    obs_size: int, hidden_dims: tuple[int, ...] | list[int], activation: str
+) -> None:
     if obs_size < 1:
         raise ValueError(f"obs_size must be >= 1, got {obs_size}")
     if len(hidden_dims) == 0 or any(h < 1 for h in hidden_dims):
@@ -102,7 +104,7 @@ class GaussianActor(nn.Module):
         std_type: Literal["scalar", "log"] = "scalar",
     ) -> None:
         super().__init__()
-        _check_sizes(obs_size, hidden_dims, activation)
+        check_mlp_args(obs_size, hidden_dims, activation)
         if action_size < 1:
             raise ValueError(f"action_size must be >= 1, got {action_size}")
         if not (init_std > 0.0 and math.isfinite(init_std)):
@@ -178,7 +180,7 @@ class MLPCritic(nn.Module):
         activation: Activation = "elu",
     ) -> None:
         super().__init__()
-        _check_sizes(obs_size, hidden_dims, activation)
+        check_mlp_args(obs_size, hidden_dims, activation)
         self.obs_size = obs_size
         self.model = MLPModel(
             _example_obs(CRITIC, obs_size),
