@@ -55,6 +55,11 @@ class PolicySpec:
 def check_mlp_args(
     obs_size: int, hidden_dims: tuple[int, ...] | list[int], activation: str
 ) -> None:
+    """Validate an MLP's input width, hidden widths and activation name.
+
+    Raises:
+        ValueError: naming the bad argument and its valid range or choices.
+    """
     if obs_size < 1:
         raise ValueError(f"obs_size must be >= 1, got {obs_size}")
     if len(hidden_dims) == 0 or any(h < 1 for h in hidden_dims):
