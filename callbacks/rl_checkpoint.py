@@ -1,0 +1,175 @@
+"""Puts what Lightning's checkpoint lacks for an exact RL resume into it: RNG states and the replay."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_only
+from typing_extensions import override
+
+from unilab_lit.data.replay_sidecar import load_replay, save_replay
+
+log = logging.getLogger(__name__)
+
+_SIDECAR_GLOB = "replay-step=*.bin"
+
+
+class RLCheckpoint(Callback):
+    """Makes ``fit --ckpt_path`` continue a run as if it had never stopped; use with ``ModelCheckpoint``.
+
+    Lightning's checkpoint already holds the module (networks, target networks, normaliser
+    buffers, counters), the optimiser states (learning rates included, so APPO's adaptive-KL
+    rate), the loop counters, every callback's ``state_dict`` and the data module's
+    ``state_dict`` (env-step counter and the collector's env, observation and RNG state). It
+    does not hold the process's random number generators or a replay buffer. This callback adds:
+
+    - the states of python's ``random``, numpy's global generator and torch's (CPU and every
+      initialised CUDA device), put back in ``on_train_start``, right before the resumed run's
+      first iteration, so it draws what the uninterrupted run would have drawn (minibatch
+      orders, target-policy noise). Without them ``seed_everything`` restarts every stream.
+    - with ``save_replay``, the data module's ``replay`` as a sidecar file
+      ``replay-step=<global_step>.bin`` in ``replay_dir``, written in chunks straight from
+      shared memory (peak memory does not grow by the buffer's size) and loaded back into the
+      new run's replay before the collector writes into it. Checkpoints of one step share one
+      sidecar; the ``keep_replays`` newest are kept.
+    - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
+      the same run directory.
+
+    Args:
+        save_replay: Save and restore the data module's ``replay`` (off-policy data modules).
+        replay_dir: Directory of the sidecars; ``None`` is ``<trainer.log_dir>/checkpoints``,
+            where ``ModelCheckpoint`` writes by default.
+        keep_replays: Sidecars kept, newest first (>= 1). A checkpoint whose sidecar was
+            deleted cannot be resumed with its replay.
+
+    Raises:
+        ValueError: if ``keep_replays`` is smaller than 1.
+    """
+
+    def __init__(
+        self, save_replay: bool = False, replay_dir: str | None = None, keep_replays: int = 2
+    ) -> None:
+        if keep_replays < 1:
+            raise ValueError(f"RLCheckpoint.keep_replays must be >= 1, got {keep_replays}")
+        self.save_replay = save_replay
+        self.replay_dir = replay_dir
+        self.keep_replays = keep_replays
+        self._rng_to_restore: dict[str, Any] | None = None
+
+    @override
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self.save_replay and getattr(trainer.datamodule, "replay", None) is None:
+            raise ValueError(
+                "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
+                f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
+            )
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": _rng_states()}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._rng_to_restore = state_dict["rng"]
+
+    @override
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        own = checkpoint["callbacks"][self.state_key]
+        own["logger_versions"] = [_version(logger) for logger in trainer.loggers]
+        if self.save_replay:
+            own["replay_file"] = self._save_replay_sidecar(trainer)
+
+    @override
+    def on_load_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        own = checkpoint.get("callbacks", {}).get(self.state_key, {})
+        if self.save_replay:
+            self._load_replay_sidecar(trainer, own.get("replay_file"))
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self._rng_to_restore is not None:
+            _set_rng_states(self._rng_to_restore)
+            self._rng_to_restore = None
+
+    # ------------------------------------------------------------------------------ replay
+    def _sidecar_dir(self, trainer: Trainer) -> Path:
+        if self.replay_dir is not None:
+            return Path(self.replay_dir)
+        return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
+
+    def _save_replay_sidecar(self, trainer: Trainer) -> dict[str, str]:
+        directory = self._sidecar_dir(trainer)
+        path = directory / f"replay-step={trainer.global_step}.bin"
+        # Checkpoints of one step (``last`` and a periodic one) hold the same replay.
+        if trainer.is_global_zero and not path.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            save_replay(trainer.datamodule.replay, path)
+            log.info("replay buffer saved to %s", path)
+            self._delete_old_sidecars(directory)
+        return {"name": path.name, "path": str(path.resolve())}
+
+    @rank_zero_only
+    def _delete_old_sidecars(self, directory: Path) -> None:
+        def step(path: Path) -> int:
+            return int(path.stem.split("=")[1])
+
+        for old in sorted(directory.glob(_SIDECAR_GLOB), key=step)[: -self.keep_replays]:
+            old.unlink()
+
+    def _load_replay_sidecar(self, trainer: Trainer, replay_file: dict[str, str] | None) -> None:
+        if replay_file is None:
+            raise ValueError(
+                f"RLCheckpoint(save_replay=True): checkpoint {trainer.ckpt_path} holds no replay "
+                "buffer (it was written without save_replay); resume with save_replay=false"
+            )
+        # Next to the checkpoint first: a run directory that was moved still resumes.
+        candidates = [Path(replay_file["path"])]
+        if trainer.ckpt_path is not None:
+            candidates.insert(0, Path(trainer.ckpt_path).parent / replay_file["name"])
+        for path in candidates:
+            if path.exists():
+                load_replay(trainer.datamodule.replay, path)
+                log.info("replay buffer restored from %s", path)
+                return
+        raise FileNotFoundError(
+            f"the replay sidecar of checkpoint {trainer.ckpt_path} is gone (looked for "
+            f"{[str(p) for p in candidates]}); only the newest keep_replays={self.keep_replays} "
+            "are kept"
+        )
+
+
+def _version(logger: Any) -> str | int | None:
+    # Loggers without run directories (e.g. a custom one) have no version to continue.
+    return getattr(logger, "version", None)
+
+
+def _rng_states() -> dict[str, Any]:
+    # numpy's key array as a tensor: Lightning loads checkpoints with weights_only=True.
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["torch_cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict[str, Any]) -> None:
+    random.setstate(states["python"])
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(states["torch"])
+    if "torch_cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["torch_cuda"])

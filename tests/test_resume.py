@@ -1,0 +1,184 @@
+"""Exact resume: N iterations, then a resumed fit for N more, equals 2N uninterrupted iterations.
+
+Deterministic setting: synchronous collection (rollout k is acted by iteration k's weights, see
+``RolloutDataModule(synchronous=True)``), fixed seeds, one learner thread, staging capacity 1.
+The uninterrupted run writes a checkpoint at step N (its collector mid-run, holding live episodes);
+the resumed run starts from that checkpoint in a fresh model, data module and collector. Equality
+is exact (``torch.equal``): every number on both paths comes from the same operations on the
+same inputs, so any difference is a piece of state the checkpoint lost.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch import Callback, Trainer, seed_everything
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
+from unilab_lit import metrics
+from unilab_lit.algos.appo import APPO
+from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.ipc import list_segments
+from unilab_lit.ipc.versioned import NOT_PUBLISHED
+
+N = 4
+NUM_ENVS, NUM_STEPS = 8, 8
+
+
+def _build() -> tuple[APPO, RolloutDataModule]:
+    seed_everything(0)  # as LightningCLI does on every start, resumed or not
+    data = RolloutDataModule(
+        task="CartpoleSwingup",
+        num_envs=NUM_ENVS,
+        num_steps=NUM_STEPS,
+        staging_capacity=1,
+        synchronous=True,
+        seed=1,
+        learner_torch_threads=1,
+    )
+    spec = data.env_spec
+    model = APPO(
+        policy_obs_size=spec.obs_sizes["policy"],
+        critic_obs_size=spec.obs_sizes["critic"],
+        action_size=spec.action_size,
+        actor_hidden_dims=(16,),
+        critic_hidden_dims=(16,),
+        num_learning_epochs=2,
+        num_mini_batches=2,
+        desired_kl=0.001,  # small, so the adaptive learning rate moves every iteration
+    )
+    return model, data
+
+
+class _FirstPublish(Callback):
+    """Records what the collector can read right after the publishers' ``on_train_start``."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        data = trainer.datamodule
+        actor = pl_module.collector_policy_spec().build()
+        self.weights_version = data.shared_weights.load_module_if_newer(actor, NOT_PUBLISHED)
+        self.actor_state = {k: v.clone() for k, v in actor.state_dict().items()}
+        self.obs_stats = data.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
+
+
+class _LagRecorder(Callback):
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.lags.append(float(trainer.callback_metrics[metrics.POLICY_LAG]))
+
+
+def _fit(ckpt_dir: Path, *extra: Callback, ckpt_path: Path | None = None):
+    model, data = _build()
+    trainer = Trainer(
+        max_steps=2 * N,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[
+            WeightSync(),
+            ObsNormSync(),
+            *extra,
+            EpisodeStatsMonitor(),
+            RLCheckpoint(),
+            ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=N, save_top_k=-1),
+        ],
+    )
+    trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
+    return model, data, trainer
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    lags = _LagRecorder()
+    straight = _fit(root / "straight", lags)
+    checkpoint = root / "straight" / f"epoch=0-step={N}.ckpt"
+    probe = _FirstPublish()
+    resumed = _fit(root / "resumed", probe, ckpt_path=checkpoint)
+    return {
+        "straight": straight,
+        "resumed": resumed,
+        "checkpoint": torch.load(checkpoint, weights_only=True),
+        "probe": probe,
+        "lags": lags.lags,
+    }
+
+
+def test_resumed_appo_matches_uninterrupted_run_in_parameters_targets_and_normalizers(runs):
+    straight, resumed = runs["straight"][0].state_dict(), runs["resumed"][0].state_dict()
+    assert straight.keys() == resumed.keys()
+    differing = [k for k in straight if not torch.equal(straight[k], resumed[k])]
+    assert differing == []
+    # The run trained: parameters moved away from the checkpoint.
+    assert not torch.equal(
+        straight["actor.model.mlp.0.weight"],
+        runs["checkpoint"]["state_dict"]["actor.model.mlp.0.weight"],
+    )
+
+
+def test_resumed_appo_matches_uninterrupted_run_in_optimizer_and_adaptive_lr(runs):
+    straight = runs["straight"][2].optimizers[0].state_dict()
+    resumed = runs["resumed"][2].optimizers[0].state_dict()
+    assert straight["param_groups"] == resumed["param_groups"]
+    assert straight["param_groups"][0]["lr"] != 1e-3  # the KL-adaptive rate moved
+    for index, state in straight["state"].items():
+        for key, value in state.items():
+            assert torch.equal(value, resumed["state"][index][key]), (index, key)
+
+
+def test_resumed_run_continues_global_step_and_env_step_counter(runs):
+    (_, straight_data, straight), (_, resumed_data, resumed) = runs["straight"], runs["resumed"]
+    assert straight.global_step == resumed.global_step == 2 * N
+    assert straight_data.env_steps == resumed_data.env_steps == 2 * N * NUM_ENVS * NUM_STEPS
+    assert runs["checkpoint"]["RolloutDataModule"]["env_steps"] == N * NUM_ENVS * NUM_STEPS
+
+
+def test_first_publish_after_resume_is_the_checkpoints_weights_and_statistics(runs):
+    probe, saved = runs["probe"], runs["checkpoint"]["state_dict"]
+    assert probe.weights_version == N
+    for key, value in probe.actor_state.items():
+        assert torch.equal(value, saved[f"actor.{key}"]), key
+    assert probe.obs_stats.version == N
+    assert torch.equal(probe.obs_stats.mean, saved["obs_normalizer.mean"].double())
+    assert torch.equal(probe.obs_stats.var, saved["obs_normalizer.var"].double())
+    assert float(probe.obs_stats.count) == float(saved["obs_normalizer.count"])
+
+
+def test_synchronous_collection_trains_on_the_current_policy(runs):
+    assert runs["lags"] == [0.0] * (2 * N)
+
+
+def test_checkpoint_holds_collector_state_and_rng_and_fits_release_everything(runs):
+    saved = runs["checkpoint"]
+    collector = saved["RolloutDataModule"]["collector"]
+    assert collector["env"] is not None and collector["env_steps"] == N * NUM_ENVS * NUM_STEPS
+    assert set(saved["callbacks"]["RLCheckpoint"]["rng"]) >= {"python", "numpy", "torch"}
+    for _, data, _ in (runs["straight"], runs["resumed"]):
+        assert data.collector is None and data.ring is None and data.gate is None
+    assert list_segments(os.getpid()) == []
+
+
+def test_rl_checkpoint_puts_rng_streams_back_at_train_start():
+    callback = RLCheckpoint()
+    seed_everything(3)
+    state = callback.state_dict()
+    expected = (random.random(), np.random.rand(), torch.rand(2))
+    seed_everything(4)
+    callback.load_state_dict(state)
+    callback.on_train_start(None, None)
+    assert (random.random(), np.random.rand()) == expected[:2]
+    assert torch.equal(torch.rand(2), expected[2])
+
+
+def test_rl_checkpoint_rejects_non_positive_keep_replays():
+    with pytest.raises(ValueError, match="keep_replays must be >= 1, got 0"):
+        RLCheckpoint(keep_replays=0)
