@@ -17,9 +17,11 @@ from unilab_lit.data.base import CollectorDataModule
 
 log = logging.getLogger(__name__)
 
-# Logged values sampled as counters after every iteration (when the run logs them).
+# Logged values sampled as counters (when the run logs them).
 _COUNTER_KEYS = {keys.POLICY_LAG: "policy_lag"}
 _PROCESS_ORDER = ("learner", "collector")
+# The learner's own events move into the store in batches this large (a drain costs ~0.1 ms).
+_DRAIN_EVENTS = 4096
 
 
 class Tracing(Callback):
@@ -33,7 +35,8 @@ class Tracing(Callback):
     ``manual_backward`` or automatic backward) and ``optimizer_step`` (every ``step()`` of each
     optimizer, also the ones a manual-optimization module takes on the raw optimizer; with
     several optimizers the name carries the index), and samples ``policy_lag`` when the module
-    logs it.
+    logs it, every ``log_every_n_steps`` iterations (reading logged values makes Lightning
+    compute every logged metric: about a millisecond, too much to pay each iteration).
 
     With a ``CollectorDataModule`` the collector records too (env step, policy inference,
     shared-memory write, weight/statistics sync, wait for the learner, the pack thread, and
@@ -109,7 +112,8 @@ class Tracing(Callback):
         if self._recorder is None:
             return
         self._recorder.add_span("training_step", self._batch_began, tracing.now_ns())
-        self._sample_counters(trainer)
+        if trainer.global_step % trainer.log_every_n_steps == 0:
+            self._sample_counters(trainer)
         self._collect(trainer, final=False)
 
     @override
@@ -173,7 +177,8 @@ class Tracing(Callback):
     def _collect(self, trainer: Trainer, final: bool) -> None:
         """Move the learner's new events and the collector's shipped batches into the store."""
         assert self._recorder is not None and self._store is not None
-        self._store.add(self._recorder.drain())
+        if final or self._recorder.pending >= _DRAIN_EVENTS:
+            self._store.add(self._recorder.drain())
         data = trainer.datamodule
         if isinstance(data, CollectorDataModule):
             batches = (
