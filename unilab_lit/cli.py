@@ -8,6 +8,7 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.resume import continue_run_directory
 
 
 def _policy_obs_size(spec: EnvSpec) -> int:
@@ -37,7 +38,9 @@ class UnilabCLI(LightningCLI):
     ``class_path``; the model receives ``policy_obs_size``, ``critic_obs_size``
     and ``action_size`` from ``data.env_spec`` once the data module exists.
     The saved ``config.yaml`` is overwritten on a rerun or resume instead of
-    refusing to start.
+    refusing to start. ``fit --ckpt_path last`` (or a path) continues the run: the
+    checkpoint is found and the loggers write into its run directory
+    (``unilab_lit.resume``).
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
@@ -69,6 +72,10 @@ class UnilabCLI(LightningCLI):
             super().instantiate_classes()
         except (ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
+
+    def before_instantiate_classes(self) -> None:
+        if self.subcommand == "fit":
+            continue_run_directory(self.config.fit)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for target, fn in (

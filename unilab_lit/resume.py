@@ -1,0 +1,105 @@
+"""Which checkpoint ``fit --ckpt_path`` resumes, and which run directory its loggers continue.
+
+Lightning resolves ``ckpt_path="last"`` in the checkpoint directory of the *current* logger
+version, and loggers without a fixed ``version`` start a new one (``version_1``) on every run, so
+a plain ``--ckpt_path last`` finds nothing and silently trains from scratch. Before the classes
+are built, :func:`continue_run_directory` finds the checkpoint and sets every run-directory logger
+(``save_dir`` + ``version``, e.g. TensorBoardLogger and CSVLogger) whose ``version`` is unset to
+the version it had when the checkpoint was written, so the curves continue in the same directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from jsonargparse import Namespace
+
+log = logging.getLogger(__name__)
+
+# The state key RLCheckpoint's saved logger versions live under in a checkpoint's "callbacks".
+_RL_CHECKPOINT_KEY = "RLCheckpoint"
+_LAST_GLOB = "last*.ckpt"
+
+
+def continue_run_directory(fit_config: Namespace) -> None:
+    """Resolve ``fit_config.ckpt_path`` to a file and point the loggers at that run's directory.
+
+    Does nothing without a ``ckpt_path`` or when ``"last"`` matches no file (Lightning then
+    warns and starts afresh). Loggers with an explicit ``version`` are left alone.
+    """
+    ckpt_path = fit_config.get("ckpt_path")
+    if ckpt_path is None:
+        return
+    loggers = _logger_entries(fit_config.trainer.get("logger"))
+    run_dir_loggers = [entry for entry in loggers if _has_run_directory(entry)]
+    path = _find_last(fit_config, run_dir_loggers) if ckpt_path == "last" else Path(ckpt_path)
+    if path is None or not path.is_file():
+        return
+    fit_config.ckpt_path = str(path)
+    versions = _saved_versions(path, loggers)
+    for entry, version in zip(loggers, versions, strict=True):
+        if _has_run_directory(entry) and entry.init_args.version is None and version is not None:
+            entry.init_args.version = version
+            log.info("resuming %s into version %r of %s", entry.class_path, version, _root(entry))
+
+
+def _logger_entries(logger: Any) -> list[Any]:
+    if isinstance(logger, list):
+        return logger
+    if isinstance(logger, Namespace) and "class_path" in logger:
+        return [logger]
+    return []
+
+
+def _has_run_directory(entry: Any) -> bool:
+    init_args = entry.get("init_args") if isinstance(entry, Namespace) else None
+    return init_args is not None and "save_dir" in init_args and "version" in init_args
+
+
+def _root(entry: Namespace) -> Path:
+    # TensorBoardLogger and CSVLogger: <save_dir>/<name>/<version>/...
+    name = entry.init_args.get("name")
+    return Path(entry.init_args.save_dir) / name if name else Path(entry.init_args.save_dir)
+
+
+def _find_last(fit_config: Namespace, run_dir_loggers: list[Namespace]) -> Path | None:
+    """The newest ``last*.ckpt`` where ModelCheckpoint writes: its ``dirpath`` or
+    ``<first logger's root>/<version>/checkpoints``."""
+    candidates: list[Path] = []
+    for callback in fit_config.trainer.get("callbacks") or []:
+        if isinstance(callback, Namespace) and str(callback.get("class_path", "")).endswith(
+            "ModelCheckpoint"
+        ):
+            dirpath = (callback.get("init_args") or {}).get("dirpath")
+            if dirpath is not None:
+                candidates += Path(dirpath).glob(_LAST_GLOB)
+    if run_dir_loggers:
+        candidates += _root(run_dir_loggers[0]).glob(f"*/checkpoints/{_LAST_GLOB}")
+    return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def _saved_versions(path: Path, loggers: list[Namespace]) -> list[Any]:
+    """Logger versions RLCheckpoint saved in the checkpoint; else the version directory the
+    checkpoint lies in, for the loggers rooted above it."""
+    checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    saved = checkpoint.get("callbacks", {}).get(_RL_CHECKPOINT_KEY, {}).get("logger_versions")
+    if saved is not None and len(saved) == len(loggers):
+        return list(saved)
+    version_dir = path.parent.parent
+    return [
+        _as_version(version_dir.name)
+        if path.parent.name == "checkpoints"
+        and _has_run_directory(entry)
+        and _root(entry).resolve() == version_dir.parent.resolve()
+        else None
+        for entry in loggers
+    ]
+
+
+def _as_version(name: str) -> int | str:
+    # Lightning names automatic versions "version_<n>"; the logger wants the number back.
+    suffix = name.removeprefix("version_")
+    return int(suffix) if suffix != name and suffix.isdigit() else name
