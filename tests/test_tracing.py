@@ -38,7 +38,10 @@ OBS = CartpoleSwingup.OBS_SIZE
 
 # ---------------------------------------------------------------- trace-file checks
 def _load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    def reject(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=reject)
 
 
 def _tracks(trace: dict[str, Any]) -> dict[str, set[str]]:
@@ -193,6 +196,17 @@ def test_written_trace_sorts_each_track_puts_parents_first_and_names_every_track
         if e["name"] == "process_sort_index"
     }
     assert sort_index[3] < sort_index[7]  # the learner is shown first
+
+
+def test_written_trace_leaves_out_non_finite_counter_samples(tmp_path):
+    recorder = tracing.TraceRecorder("learner")
+    recorder.counter("policy_lag", float("nan"))
+    recorder.counter("policy_lag", 2.0)
+    store = tracing.TraceStore(max_events=10)
+    store.add(recorder.drain())
+    trace = _load(store.write(tmp_path / "trace.json"))  # strict JSON: no NaN literal
+    samples = [e["args"]["value"] for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert samples == [2.0]
 
 
 def test_a_full_trace_batch_pickles_into_a_default_metrics_slot():

@@ -311,7 +311,7 @@ class TraceStore:
                     f'"dur": {_us(end[i] - begin[i])}}}'
                 )
             pid, name, ts, value = counters
-            for i in range(len(ts)):
+            for i in np.flatnonzero(np.isfinite(value)):  # JSON has no NaN: no sample, no value
                 out.write(
                     f',\n{{"name": {quoted[name[i]]}, "ph": "C", "pid": {pid[i]}, "tid": 0, '
                     f'"ts": {_us(ts[i] - origin)}, "args": {{"value": {float(value[i])!r}}}}}'
@@ -338,8 +338,6 @@ class TraceStore:
         counter_cols: list[list[np.ndarray]] = [[], [], [], []]
         for batch in self._batches:
             remap = np.asarray([names.setdefault(n, len(names)) for n in batch.names], np.int64)
-            if not len(remap):
-                continue
             n = len(batch.span_begin)
             for col, values in zip(
                 span_cols,
