@@ -42,7 +42,7 @@ WINDOW = 100  # finished episodes in the running mean, as rsl_rl's logger and Ep
 SIDES = ("ours", "rsl_rl")
 
 
-def _cli(config: str, log_dir: str, seed: int, extra: list[str]):
+def _cli(config: str, log_dir: str, seed: int):
     """Our CLI, parsed and instantiated (model, data module, trainer) but not run."""
     from unilab_lit.cli import UnilabCLI
 
@@ -55,7 +55,6 @@ def _cli(config: str, log_dir: str, seed: int, extra: list[str]):
             f"--trainer.logger.init_args.save_dir={log_dir}",
             "--trainer.max_steps=-1",
             "--trainer.enable_progress_bar=false",
-            *extra,
         ],
         run=False,
     )
@@ -94,7 +93,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
                 }
                 trainer.should_stop = True
 
-    cli = _cli(config, log_dir, seed, [])
+    cli = _cli(config, log_dir, seed)
     stop = ThresholdStop()
     cli.trainer.callbacks.append(stop)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
@@ -158,7 +157,7 @@ def run_rsl_rl(
     from unilab_lit.envs import make_env
     from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
 
-    cli = _cli(config, log_dir, seed, [])
+    cli = _cli(config, log_dir, seed)
     data = cli.datamodule
     train_cfg = _rsl_rl_train_cfg(cli.model.hparams, data.num_steps)
     physics_threads = physics_threads or data.physics_threads
@@ -168,7 +167,7 @@ def run_rsl_rl(
         """Raised from inside ``runner.learn`` when the threshold is reached or time is up."""
 
     returns: deque[float] = deque(maxlen=WINDOW)
-    state = {"env_steps": 0}
+    state = {"env_steps": 0, "updates": 0}
 
     class WatchedEnv(RslRlVecEnv):
         def step(self, actions):
@@ -191,6 +190,13 @@ def run_rsl_rl(
         seed=seed,
     )
     runner = OnPolicyRunner(env, train_cfg, log_dir=log_dir, device="cpu")
+    update = runner.alg.update
+
+    def counted_update() -> dict:
+        state["updates"] += 1
+        return update()
+
+    runner.alg.update = counted_update
     state["began"] = time.perf_counter()
     with contextlib.suppress(Stop):
         runner.learn(num_learning_iterations=10**9)
@@ -199,14 +205,14 @@ def run_rsl_rl(
         "reached": state["reached"],
         "seconds": state["seconds"],
         "env_steps": state["env_steps"],
-        "iterations": runner.current_learning_iteration,
+        "iterations": state["updates"],
         "mean_return": state["mean_return"],
     }
 
 
 def _child(args: argparse.Namespace) -> None:
     """One side in this process; prints one ``RESULT {json}`` line."""
-    if args.side == "rsl_rl" and args.rsl_torch_threads is not None:
+    if args.side == "rsl_rl":
         import torch
 
         torch.set_num_threads(args.rsl_torch_threads)
@@ -299,9 +305,9 @@ def main() -> None:
     parser.add_argument(
         "--rsl-torch-threads",
         type=int,
-        default=None,
-        help="torch threads of rsl_rl's process (default: torch's own choice, all cores); "
-        "ours: the config's data learner_torch_threads",
+        default=1,
+        help="torch threads of rsl_rl's process; 1 is its fastest on a loaded 2-core machine "
+        "(all cores was ~4.5x slower); ours: the config's data learner_torch_threads",
     )
     parser.add_argument(
         "--log-dir", default=None, help="keep each run's logs here (default: a temporary dir)"
@@ -317,28 +323,53 @@ def main() -> None:
 
     print(
         f"config {args.config}; threshold: mean return of the last {WINDOW} episodes >= "
-        f"{args.threshold}; cap {args.max_seconds:.0f} s per run; {os.cpu_count()} CPUs",
+        f"{args.threshold}; cap {args.max_seconds:.0f} s per run; rsl_rl torch threads "
+        f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs",
         flush=True,
     )
-    totals = {side: [0.0, 0, 0.0] for side in SIDES}  # seconds, env steps, all reached
-    all_reached = True
+    results: dict[str, list[dict]] = {side: [] for side in SIDES}
     for seed in args.seeds:
         for side in SIDES:
             result = _run_side(side, args, seed)
             _report(side, seed, result)
-            totals[side][0] += result["seconds"]
-            totals[side][1] += result["env_steps"]
-            all_reached &= result["reached"]
-    ours_s, theirs_s = totals["ours"][0], totals["rsl_rl"][0]
-    ours_fps = totals["ours"][1] / ours_s
-    theirs_fps = totals["rsl_rl"][1] / theirs_s
-    caveat = (
-        "" if all_reached else " (a run hit the cap: the time ratio is a bound, not a measurement)"
+            results[side].append(result)
+        ours, theirs = results["ours"][-1], results["rsl_rl"][-1]
+        print(f"seed {seed}: time ours / rsl_rl {_ratio_text(ours, theirs)}", flush=True)
+    _summarize(results)
+
+
+def _ratio_text(ours: dict, theirs: dict) -> str:
+    """The time ratio of one seed; a run that hit the cap makes it a bound."""
+    ratio = ours["seconds"] / theirs["seconds"]
+    if ours["reached"] and theirs["reached"]:
+        return f"{ratio:.2f}"
+    if ours["reached"]:
+        return f"< {ratio:.2f} (rsl_rl hit the cap)"
+    if theirs["reached"]:
+        return f"> {ratio:.2f} (ours hit the cap)"
+    return "unknown (both hit the cap)"
+
+
+def _summarize(results: dict[str, list[dict]]) -> None:
+    ratios = sorted(
+        o["seconds"] / t["seconds"] for o, t in zip(results["ours"], results["rsl_rl"], strict=True)
     )
-    print(f"time to threshold, ours / rsl_rl: {ours_s / theirs_s:.2f}{caveat}")
+    mid = len(ratios) // 2
+    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    reached = {side: sum(r["reached"] for r in runs) for side, runs in results.items()}
+    runs = len(ratios)
     print(
-        f"env-steps/s: ours {ours_fps:,.0f}, rsl_rl {theirs_fps:,.0f}, "
-        f"ratio ours / rsl_rl {ours_fps / theirs_fps:.2f}"
+        f"time to threshold, ours / rsl_rl: median {median:.2f} over {runs} seed(s) "
+        f"(a capped run counts with its cap time); reached: ours {reached['ours']}/{runs}, "
+        f"rsl_rl {reached['rsl_rl']}/{runs}"
+    )
+    fps = {
+        side: sum(r["env_steps"] for r in runs) / sum(r["seconds"] for r in runs)
+        for side, runs in results.items()
+    }
+    print(
+        f"env-steps/s: ours {fps['ours']:,.0f}, rsl_rl {fps['rsl_rl']:,.0f}, "
+        f"ratio ours / rsl_rl {fps['ours'] / fps['rsl_rl']:.2f}"
     )
 
 

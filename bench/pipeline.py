@@ -151,6 +151,7 @@ def fit(cli, seconds: float) -> dict:
                     "collector_reported": float("nan") if collection is None else float(collection),
                     "iterations": self.iterations,
                     "learner_ms": 1e3 * self.learner_s / self.iterations,
+                    "learner_busy": self.learner_s / (now - self.began),
                     "dropped": data.ring_dropped - self.dropped0,
                     "policy_lag": float("nan") if lag is None else float(lag),
                     "seconds": now - self.began,
@@ -174,7 +175,8 @@ def _print_round(index: int, alone: dict, together: dict) -> None:
         f"round {index} fit end-to-end : {together['env_steps_per_s']:>9,.0f} env-steps/s "
         f"(collector's latest report {together['collector_reported']:,.0f}; "
         f"{together['iterations']} iterations in {together['seconds']:.1f} s, learner "
-        f"{together['learner_ms']:.1f} ms/iteration without waits, "
+        f"{together['learner_ms']:.1f} ms/iteration without waits, busy "
+        f"{together['learner_busy']:.0%}, "
         f"{together['dropped']} rollouts dropped, policy lag {together['policy_lag']:.2f})",
         flush=True,
     )
