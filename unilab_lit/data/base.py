@@ -237,8 +237,9 @@ class CollectorDataModule(LightningDataModule, ABC):
         collector = self.collector
         if collector is None or not collector.running or self._state_dir is None:
             return None
-        request = collector.control.request_snapshot()
         try:
+            self._quiesce_collector()
+            request = collector.control.request_snapshot()
             collector.wait_for(
                 lambda: collector.control.snapshot_done >= request, timeout=self.stall_timeout_s
             )
@@ -250,6 +251,10 @@ class CollectorDataModule(LightningDataModule, ABC):
         state = snapshot.read(path)
         path.unlink()
         return state
+
+    def _quiesce_collector(self) -> None:
+        """Wait until the collector has done the work it was released for (subclass hook), so
+        that its snapshot and the transport's contents belong to the same moment."""
 
     def _hand_over_collector_state(self) -> None:
         """Give the restored state to the collector, which reads it instead of its first reset."""

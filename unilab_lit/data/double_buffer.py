@@ -75,6 +75,11 @@ class DoubleBufferPipeline:
         seed: Seed of the replay sampling.
         timeout_s: Longest wait without replay progress before :meth:`next` fails (> 0).
         tick_offset: Ticks taken in earlier runs of a resumed fit; seeds continue after them.
+        synchronous: Release tick ``t + 1`` only when the learner asks for its batch (after
+            iteration ``t`` has published its weights) instead of while it trains on tick ``t``:
+            no overlap, but the collector always acts with the weights of the iteration before,
+            so a run depends only on its seeds, and between iterations the collector is idle
+            with exactly the ticks trained on in the replay (an exact checkpoint).
 
     Raises:
         ValueError: if a size, the timeout or the offset is out of range, or ``link`` and
@@ -93,6 +98,7 @@ class DoubleBufferPipeline:
         seed: int = 0,
         timeout_s: float = 120.0,
         tick_offset: int = 0,
+        synchronous: bool = False,
     ) -> None:
         if rows_per_tick < 1:
             raise ValueError(f"rows_per_tick must be >= 1, got {rows_per_tick}")
@@ -115,6 +121,7 @@ class DoubleBufferPipeline:
         self.seed = seed
         self.timeout_s = timeout_s
         self.tick_offset = tick_offset
+        self.synchronous = synchronous
         self.tick = 0  # tick of the batch last returned; 0 before the first
         self.warmup_ticks = 0
         self.last_wait_s = 0.0
@@ -192,15 +199,21 @@ class DoubleBufferPipeline:
     def _advance(self) -> torch.Tensor:
         began = time.perf_counter()
         with tracing.span("wait_for_data"):
-            tick = self._start() if self.tick == 0 else self.tick + 1
+            if self.tick == 0:
+                tick = self._start()
+            else:
+                tick = self.tick + 1
+                if self.synchronous:
+                    self._request(tick)
             self._wait_copied(tick)
         self.last_wait_s = time.perf_counter() - began
         slot = tick % NUM_SLOTS
         if self._cuda:
             torch.cuda.current_stream(self.device).wait_event(self._copied[slot])
         self.tick = tick
-        with tracing.span("request_next_pack"):
-            self._request(tick + 1)
+        if not self.synchronous:
+            with tracing.span("request_next_pack"):
+                self._request(tick + 1)
         return self._device_slots[slot]
 
     def _start(self) -> int:

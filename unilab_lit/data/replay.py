@@ -99,6 +99,9 @@ class ReplayDataModule(CollectorDataModule):
         learning_starts: Vector env steps collected before the first learner iteration, in
             ``[0, buffer_size]``.
         env_steps_per_sync: Vector env steps the collector takes per learner iteration (>= 1).
+        synchronous: Collect tick ``t + 1`` only after iteration ``t`` has published its weights
+            (see :class:`DoubleBufferPipeline`): a run that depends only on its seeds and an
+            exact checkpoint, at the cost of the overlap of collection and learning.
         seed: Seed of the collector's env and policy, and of the replay sampling.
         task_kwargs: Extra keyword arguments of the task's constructor.
         physics_threads: MuJoCo threads in the collector (>= 1).
@@ -122,6 +125,7 @@ class ReplayDataModule(CollectorDataModule):
         buffer_size: int = 10_000,
         learning_starts: int = 100,
         env_steps_per_sync: int = 1,
+        synchronous: bool = False,
         seed: int = 0,
         task_kwargs: dict[str, Any] | None = None,
         physics_threads: int = 1,
@@ -162,6 +166,7 @@ class ReplayDataModule(CollectorDataModule):
         self.buffer_size = buffer_size
         self.learning_starts = learning_starts
         self.env_steps_per_sync = env_steps_per_sync
+        self.synchronous = synchronous
         self.replay: ReplayStorage | None = None
         self.link: LockstepLink | None = None
         self.pipeline: DoubleBufferPipeline | None = None
@@ -204,6 +209,7 @@ class ReplayDataModule(CollectorDataModule):
             seed=self.seed,
             timeout_s=self.data_timeout_s,
             tick_offset=self.env_steps // self.rows_per_tick,
+            synchronous=self.synchronous,
         )
         dataset = ReplayDataset(self.pipeline, self.replay, self)
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
@@ -265,6 +271,15 @@ class ReplayDataModule(CollectorDataModule):
         return OffPolicyWriterSpec(
             self.replay.handle(), self.link.handle(), self.env_steps_per_sync
         )
+
+    @override
+    def _quiesce_collector(self) -> None:
+        # The collector then waits for the next release; the replay stays as the snapshot sees it.
+        link, collector = self.link, self.collector
+        if link is not None and collector is not None:
+            collector.wait_for(
+                lambda: link.steps_done >= link.released, timeout=self.stall_timeout_s
+            )
 
     @override
     def _release_transport(self) -> None:
