@@ -92,3 +92,27 @@ def test_batch_before_any_rollout_raises():
 def test_capacity_below_one_is_rejected():
     with pytest.raises(ValueError, match="staging_capacity"):
         _pool(0)
+
+
+def test_restored_pool_continues_with_the_same_rollouts_and_eviction_order(ring):
+    pool = _pool(2)
+    for i in range(3):
+        _write(ring, float(i), i)
+    _stage_all(pool, ring)
+    pool.batch()
+    restored = _pool(2)
+    restored.load_state_dict(pool.state_dict())
+    _write(ring, 3.0, 3)
+    _stage_all(pool, ring)
+    _write(ring, 3.0, 3)
+    _stage_all(restored, ring)
+    expected, actual = pool.batch(), restored.batch()
+    assert actual[VERSION_FIELD].tolist() == expected[VERSION_FIELD].tolist() == [2, 2, 3, 3]
+    for key in ("obs", "reward", "last_critic_obs", "fresh"):
+        assert torch.equal(actual[key], expected[key]), key
+    assert restored.staged_total == pool.staged_total == 4
+
+
+def test_load_state_dict_rejects_a_pool_of_another_capacity():
+    with pytest.raises(ValueError, match="staging_capacity, num_steps, num_envs"):
+        _pool(3).load_state_dict(_pool(2).state_dict())

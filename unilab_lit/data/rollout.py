@@ -101,7 +101,8 @@ class RolloutDataModule(CollectorDataModule):
         num_steps: Rollout length T in env steps (>= 1).
         ring_slots: Rollouts the shared ring holds (>= 2); a collector that laps the
             learner drops the oldest unread ones (counted).
-        staging_capacity: Rollouts combined into one batch (>= 1).
+        staging_capacity: Rollouts combined into one batch (>= 1). With more than one, the staged
+            rollouts are part of every checkpoint, so a resumed run trains on the same ones.
         synchronous: Collect rollout ``k + 1`` only after iteration ``k`` has published its
             weights (``unilab_lit.collector.rollout_gate``): no policy lag and a run that depends
             only on its seeds (resume-equivalence tests, debugging), at the cost of the overlap
@@ -162,7 +163,22 @@ class RolloutDataModule(CollectorDataModule):
         self.synchronous = synchronous
         self.ring: RolloutRing | None = None
         self.gate: RolloutGate | None = None
+        self.pool: StagingPool | None = None
+        self._pool_state: dict[str, Any] | None = None  # restored, for the next pool
         self.last_rollouts_staged = 0
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        # With one slot the staged rollout is replaced by the next iteration's: nothing to keep.
+        if self.pool is not None and self.staging_capacity > 1:
+            state["staging"] = self.pool.state_dict()
+        return state
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._pool_state = state_dict.get("staging")
 
     @property
     def ring_dropped(self) -> int:
@@ -188,6 +204,10 @@ class RolloutDataModule(CollectorDataModule):
             },
             device=self.device,
         )
+        if self._pool_state is not None:
+            pool.load_state_dict(self._pool_state)
+            self._pool_state = None
+        self.pool = pool
         dataset = RolloutDataset(
             self.ring, pool, self.collector, self, self.data_timeout_s, self.gate
         )
@@ -233,3 +253,4 @@ class RolloutDataModule(CollectorDataModule):
                 block.unlink()
         self.ring = None
         self.gate = None
+        self.pool = None

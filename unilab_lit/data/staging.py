@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -91,6 +92,45 @@ class StagingPool:
         self._next = (self._next + 1) % self.capacity
         self.active = min(self.active + 1, self.capacity)
         self.staged_total += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        """The staged rollouts (copied to CPU) and the FIFO position.
+
+        A resumed run then trains on the same rollouts in its next iterations as the
+        uninterrupted run would have.
+        """
+        return {
+            "steps": {k: v.detach().cpu().clone() for k, v in self._steps.items()},
+            "envs": {k: v.detach().cpu().clone() for k, v in self._envs.items()},
+            "version": self._version.cpu().clone(),
+            "fresh": self._fresh.cpu().clone(),
+            "next": self._next,
+            "active": self.active,
+            "staged_total": self.staged_total,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of a pool with the same capacity, sizes and fields.
+
+        Raises:
+            ValueError: if the saved tensors do not fit this pool.
+        """
+        saved = {**state["steps"], **state["envs"]}
+        mine = {**self._steps, **self._envs}
+        shapes = {k: tuple(v.shape) for k, v in saved.items()}
+        expected = {k: tuple(v.shape) for k, v in mine.items()}
+        if shapes != expected:
+            raise ValueError(
+                f"saved staging pool {shapes} does not fit this pool {expected} "
+                "(staging_capacity, num_steps, num_envs and the task must not change on resume)"
+            )
+        for key, value in saved.items():
+            mine[key].copy_(value)
+        self._version.copy_(state["version"])
+        self._fresh.copy_(state["fresh"])
+        self._next = int(state["next"])
+        self.active = int(state["active"])
+        self.staged_total = int(state["staged_total"])
 
     def batch(self) -> TensorDict:
         """Views over every active rollout; ``fresh`` marks columns staged since the last call.
