@@ -1,11 +1,12 @@
 """Exact resume: N iterations, then a resumed fit for N more, equals 2N uninterrupted iterations.
 
-Deterministic setting: synchronous collection (rollout k is acted by iteration k's weights, see
-``RolloutDataModule(synchronous=True)``), fixed seeds, one learner thread, staging capacity 1.
-The uninterrupted run writes a checkpoint at step N (its collector mid-run, holding live episodes);
-the resumed run starts from that checkpoint in a fresh model, data module and collector. Equality
-is exact (``torch.equal``): every number on both paths comes from the same operations on the
-same inputs, so any difference is a piece of state the checkpoint lost.
+Deterministic setting: synchronous collection (APPO: rollout k is acted by iteration k's weights;
+off-policy: tick t + 1 is stepped only after iteration t published), fixed seeds, one learner
+thread. The uninterrupted run writes a checkpoint at step N (its
+collector mid-run, holding live episodes); the resumed run starts from that checkpoint in a fresh
+model, data module and collector. Equality is exact (``torch.equal``): every number on both paths
+comes from the same operations on the same inputs, so any difference is a piece of state the
+checkpoint lost.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
+from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
@@ -37,7 +40,7 @@ def _build() -> tuple[APPO, RolloutDataModule]:
         task="CartpoleSwingup",
         num_envs=NUM_ENVS,
         num_steps=NUM_STEPS,
-        staging_capacity=1,
+        staging_capacity=2,  # each batch reuses the previous rollout: the pool is checkpointed
         synchronous=True,
         seed=1,
         learner_torch_threads=1,
@@ -153,8 +156,9 @@ def test_first_publish_after_resume_is_the_checkpoints_weights_and_statistics(ru
     assert float(probe.obs_stats.count) == float(saved["obs_normalizer.count"])
 
 
-def test_synchronous_collection_trains_on_the_current_policy(runs):
-    assert runs["lags"] == [0.0] * (2 * N)
+def test_synchronous_collection_acts_each_rollout_with_the_current_policy(runs):
+    # Each batch: the new rollout (lag 0) and the previous one kept in the pool (lag 1).
+    assert runs["lags"] == [0.0] + [0.5] * (2 * N - 1)
 
 
 def test_checkpoint_holds_collector_state_and_rng_and_fits_release_everything(runs):
@@ -182,3 +186,113 @@ def test_rl_checkpoint_puts_rng_streams_back_at_train_start():
 def test_rl_checkpoint_rejects_non_positive_keep_replays():
     with pytest.raises(ValueError, match="keep_replays must be >= 1, got 0"):
         RLCheckpoint(keep_replays=0)
+
+
+# ---------------------------------------------------------------------------------- FastTD3
+OFF_ENVS, LEARNING_STARTS = 4, 6
+
+
+def _build_offpolicy() -> tuple[FastTD3, ReplayDataModule]:
+    seed_everything(0)
+    data = ReplayDataModule(
+        task="CartpoleSwingup",
+        num_envs=OFF_ENVS,
+        batch_size=8,
+        buffer_size=12,  # wraps around before the checkpoint: the sidecar keeps physical order
+        learning_starts=LEARNING_STARTS,
+        synchronous=True,
+        seed=1,
+        task_kwargs={"max_episode_steps": 7},  # episodes end: exploration scales are redrawn
+        learner_torch_threads=1,
+    )
+    spec = data.env_spec
+    model = FastTD3(
+        spec.obs_sizes["policy"],
+        spec.obs_sizes["critic"],
+        spec.action_size,
+        actor_hidden_dims=(16,),
+        critic_hidden_dims=(16,),
+        num_atoms=11,
+        v_min=-10.0,
+        v_max=10.0,
+        updates_per_step=2,
+    )
+    return model, data
+
+
+class _ReplayAtEnd(Callback):
+    def __init__(self) -> None:
+        self.released_while_training: list[tuple[int, int]] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        data = trainer.datamodule
+        self.released_while_training.append((data.link.released, data.pipeline.tick))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        replay = trainer.datamodule.replay
+        self.rows, self.write_ptr = replay.rows.clone(), replay.write_ptr
+
+
+def _fit_offpolicy(root: Path, ckpt_path: Path | None = None):
+    model, data = _build_offpolicy()
+    replay = _ReplayAtEnd()
+    trainer = Trainer(
+        max_steps=2 * N,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        callbacks=[
+            WeightSync(),
+            ObsNormSync(),
+            EpisodeStatsMonitor(),
+            replay,
+            RLCheckpoint(save_replay=True),
+            ModelCheckpoint(dirpath=root / "checkpoints", every_n_train_steps=N, save_top_k=-1),
+        ],
+    )
+    trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
+    return model, data, trainer, replay
+
+
+@pytest.fixture(scope="module")
+def offpolicy_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume_offpolicy")
+    straight = _fit_offpolicy(root / "straight")
+    checkpoint = root / "straight" / "checkpoints" / f"epoch=0-step={N}.ckpt"
+    resumed = _fit_offpolicy(root / "resumed", ckpt_path=checkpoint)
+    return {"straight": straight, "resumed": resumed, "root": root}
+
+
+def test_resumed_fast_td3_with_saved_replay_matches_uninterrupted_run(offpolicy_runs):
+    (model_a, data_a, trainer_a, replay_a) = offpolicy_runs["straight"]
+    (model_b, data_b, trainer_b, replay_b) = offpolicy_runs["resumed"]
+    state_a, state_b = model_a.state_dict(), model_b.state_dict()
+    assert [k for k in state_a if not torch.equal(state_a[k], state_b[k])] == []
+    for opt_a, opt_b in zip(trainer_a.optimizers, trainer_b.optimizers, strict=True):
+        a, b = opt_a.state_dict(), opt_b.state_dict()
+        assert a["param_groups"] == b["param_groups"]
+        for index, state in a["state"].items():
+            for key, value in state.items():
+                assert torch.equal(value, b["state"][index][key]), (index, key)
+    assert trainer_a.global_step == trainer_b.global_step == 2 * N
+    assert data_a.env_steps == data_b.env_steps
+    assert replay_a.write_ptr == replay_b.write_ptr
+    assert torch.equal(replay_a.rows, replay_b.rows)
+
+
+def test_synchronous_pipeline_releases_no_tick_beyond_the_one_being_trained(offpolicy_runs):
+    for *_, replay in (offpolicy_runs["straight"], offpolicy_runs["resumed"]):
+        assert all(released == tick for released, tick in replay.released_while_training)
+
+
+def test_replay_sidecars_sit_next_to_the_checkpoints_and_fits_release_everything(offpolicy_runs):
+    sidecars = offpolicy_runs["root"] / "straight" / "checkpoints"
+    assert {p.name for p in sidecars.glob("replay-*.bin")} == {
+        f"replay-step={N}.bin",
+        f"replay-step={2 * N}.bin",
+    }
+    for _, data, _, _ in (offpolicy_runs["straight"], offpolicy_runs["resumed"]):
+        assert data.collector is None and data.replay is None
+    assert list_segments(os.getpid()) == []
