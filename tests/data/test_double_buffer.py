@@ -176,12 +176,13 @@ def start_collector() -> Iterator:
     ``SharedWeights`` that is never published it waits for weights and never steps.
     """
     before = set(list_segments(os.getpid()))
-    started: list = []
+    collectors: list[CollectorProcess] = []
+    blocks: list[ReplayStorage | LockstepLink] = []
 
     def start(weights: SharedWeights | None = None):
         replay = ReplayStorage(1024, replay_columns(OBS, OBS, ACT))
         link = LockstepLink(SAMPLES, replay.width)
-        started.extend([replay, link])
+        blocks.extend([replay, link])
         collector = CollectorProcess(
             CollectorConfig(
                 task="CartpoleSwingup",
@@ -193,17 +194,19 @@ def start_collector() -> Iterator:
                 weights=None if weights is None else weights.handle(),
             )
         )
-        started.insert(0, collector)
+        collectors.append(collector)
         collector.start(timeout=120)
         return collector, replay, link
 
     try:
         yield start
     finally:
-        for item in started:
-            item.stop() if isinstance(item, CollectorProcess) else item.unlink()
+        for collector in collectors:
+            collector.stop()
+        for block in blocks:
+            block.unlink()
     assert set(list_segments(os.getpid())) == before
-    assert all(_gone(item.pid) for item in started if isinstance(item, CollectorProcess))
+    assert all(_gone(collector.pid) for collector in collectors)
 
 
 def _rows_sampled_for(replay: ReplayStorage, tick: int, seed: int) -> torch.Tensor:
@@ -257,3 +260,23 @@ def test_collector_killed_while_the_learner_waits_raises_collector_error_within_
             pipeline.close()
     finally:
         weights.unlink()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_pipeline_pins_host_slots_and_copies_on_a_side_stream(start_collector):
+    collector, replay, link = start_collector()
+    pipeline = _pipeline(replay, link, collector, device="cuda", warmup_rows=2 * ROWS_PER_TICK)
+    try:
+        assert link.slot(0).is_pinned() and link.slot(1).is_pinned()
+        for tick in range(2, 6):
+            batch = pipeline.next()
+            assert batch.device.type == "cuda"
+            # Kernels on the learner's stream see the copy: the stream waited for its event.
+            checksum = (batch * 1.0).sum(dim=1).cpu()
+            expected = _rows_sampled_for(replay, tick, sample_seed(SEED, tick))
+            torch.testing.assert_close(batch.cpu(), expected, rtol=0, atol=0)
+            torch.testing.assert_close(checksum, expected.sum(dim=1))
+    finally:
+        pipeline.close()
+    assert not link.slot(0).is_pinned()

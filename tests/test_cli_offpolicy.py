@@ -1,0 +1,55 @@
+"""CLI smoke tests for the off-policy configs: ``cli.py`` as a real subprocess, per config."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.test_cli import assert_no_leftovers, run_cli
+
+# A few iterations on a few envs; learning_starts=2 keeps the warm-up short.
+SMOKE_OVERRIDES = [
+    "--trainer.max_steps=3",
+    "--trainer.enable_progress_bar=false",
+    "--data.init_args.num_envs=4",
+    "--data.init_args.batch_size=16",
+    "--data.init_args.learning_starts=2",
+]
+
+
+@pytest.mark.parametrize("config", ["configs/fast_td3.yaml", "configs/fast_sac.yaml"])
+def test_offpolicy_config_fit_writes_checkpoint_and_events_without_leaks(
+    config, tmp_path, marked_env
+):
+    env, mark = marked_env
+    result = run_cli(
+        [
+            "fit",
+            "--config",
+            config,
+            *SMOKE_OVERRIDES,
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+        ],
+        env,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
+    assert list(tmp_path.rglob("events.out.tfevents*")), "no TensorBoard events written"
+    assert_no_leftovers(result, mark)
+
+
+@pytest.mark.parametrize(
+    ("config", "model"),
+    [
+        ("configs/fast_td3_gpu.yaml", "unilab_lit.algos.fast_td3.FastTD3"),
+        ("configs/fast_sac_gpu.yaml", "unilab_lit.algos.fast_sac.FastSAC"),
+    ],
+)
+def test_gpu_config_parses_with_paper_scale_sizes(config, model, marked_env):
+    env, _ = marked_env
+    result = run_cli(["fit", "--config", config, "--print_config"], env, timeout=120)
+    assert result.returncode == 0, result.stderr[-4000:]
+    printed = yaml.safe_load(result.stdout)
+    assert printed["model"]["class_path"] == model
+    assert printed["data"]["init_args"]["num_envs"] == 1024
+    assert printed["data"]["init_args"]["batch_size"] == 32768
