@@ -85,6 +85,39 @@ def test_cli_resume_continues_tensorboard_and_csv_curves_in_their_run_directorie
     assert_no_leftovers(resumed, mark)
 
 
+# The off-policy pipeline (FastTD3 + ReplayDataModule), as small as it goes.
+OFFPOLICY_CONFIG = {
+    "trainer": {
+        "accelerator": "cpu",
+        "logger": False,
+        "enable_checkpointing": False,
+        "callbacks": [
+            {"class_path": "callbacks.WeightSync"},
+            {"class_path": "callbacks.ObsNormSync"},
+            {"class_path": "callbacks.EpisodeStatsMonitor"},
+        ],
+    },
+    "model": {
+        "class_path": "unilab_lit.algos.fast_td3.FastTD3",
+        "init_args": {
+            "actor_hidden_dims": [16],
+            "critic_hidden_dims": [16],
+            "num_atoms": 11,
+            "updates_per_step": 2,
+        },
+    },
+    "data": {
+        "class_path": "unilab_lit.data.replay.ReplayDataModule",
+        "init_args": {
+            "task": "CartpoleSwingup",
+            "num_envs": 4,
+            "batch_size": 8,
+            "buffer_size": 64,
+            "learning_starts": 4,
+        },
+    },
+}
+
 PROFILERS = {
     "simple": ("lightning.pytorch.profilers.SimpleProfiler", "training_step"),
     "advanced": ("lightning.pytorch.profilers.AdvancedProfiler", "ncalls"),
@@ -92,9 +125,19 @@ PROFILERS = {
 }
 
 
+@pytest.mark.parametrize("pipeline", ["appo", "offpolicy"])
 @pytest.mark.parametrize("name", sorted(PROFILERS))
-def test_profiler_from_yaml_profiles_the_appo_pipeline(name, tmp_path):
+def test_profiler_from_yaml_profiles_the_pipeline(name, pipeline, tmp_path):
     class_path, expected = PROFILERS[name]
+    if pipeline == "appo":
+        base = [
+            "configs/appo.yaml",
+            *FAST,
+            f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
+        ]
+    else:
+        (tmp_path / "offpolicy.yaml").write_text(yaml.safe_dump(OFFPOLICY_CONFIG))
+        base = [str(tmp_path / "offpolicy.yaml"), f"--trainer.default_root_dir={tmp_path}"]
     config = tmp_path / "profiler.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -112,13 +155,11 @@ def test_profiler_from_yaml_profiles_the_appo_pipeline(name, tmp_path):
         args=[
             "fit",
             "--config",
-            "configs/appo.yaml",
+            *base,
             "--config",
             str(config),
-            *FAST,
             "--trainer.max_steps=3",
             "--trainer.enable_progress_bar=false",
-            f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
         ]
     )
     assert cli.trainer.global_step == 3

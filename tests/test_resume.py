@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from jsonargparse import Namespace
 from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -29,6 +30,7 @@ from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
+from unilab_lit.resume import continue_run_directory
 
 N = 4
 NUM_ENVS, NUM_STEPS = 8, 8
@@ -296,3 +298,54 @@ def test_replay_sidecars_sit_next_to_the_checkpoints_and_fits_release_everything
     for _, data, _, _ in (offpolicy_runs["straight"], offpolicy_runs["resumed"]):
         assert data.collector is None and data.replay is None
     assert list_segments(os.getpid()) == []
+
+
+# ------------------------------------------------------------------ CLI run-directory resolution
+def _fit_config(runs: Path, ckpt_path: str | None, versions: tuple = (None, None)) -> Namespace:
+    loggers = [
+        Namespace(
+            class_path=class_path,
+            init_args=Namespace(save_dir=str(runs), name="appo", version=version),
+        )
+        for class_path, version in zip(
+            ("lightning.pytorch.loggers.TensorBoardLogger", "lightning.pytorch.loggers.CSVLogger"),
+            versions,
+            strict=True,
+        )
+    ]
+    return Namespace(ckpt_path=ckpt_path, trainer=Namespace(logger=loggers, callbacks=[]))
+
+
+def _checkpoint(path: Path, logger_versions: list | None) -> Path:
+    path.parent.mkdir(parents=True)
+    callbacks = (
+        {} if logger_versions is None else {"RLCheckpoint": {"logger_versions": logger_versions}}
+    )
+    torch.save({"callbacks": callbacks}, path)
+    return path
+
+
+def test_last_resolves_to_the_newest_run_and_loggers_take_its_saved_versions(tmp_path):
+    older = _checkpoint(tmp_path / "appo" / "version_0" / "checkpoints" / "last.ckpt", [0, 1])
+    newer = _checkpoint(tmp_path / "appo" / "version_2" / "checkpoints" / "last.ckpt", [2, 3])
+    os.utime(older, (1, 1))
+    config = _fit_config(tmp_path, "last", versions=(None, "mine"))
+    continue_run_directory(config)
+    assert config.ckpt_path == str(newer)
+    assert [entry.init_args.version for entry in config.trainer.logger] == [2, "mine"]
+
+
+def test_explicit_path_without_saved_versions_continues_the_directory_it_lies_in(tmp_path):
+    path = _checkpoint(
+        tmp_path / "appo" / "version_5" / "checkpoints" / "epoch=0-step=9.ckpt", None
+    )
+    config = _fit_config(tmp_path, str(path))
+    continue_run_directory(config)
+    assert [entry.init_args.version for entry in config.trainer.logger] == [5, 5]
+
+
+def test_last_without_any_checkpoint_leaves_the_config_alone(tmp_path):
+    config = _fit_config(tmp_path, "last")
+    continue_run_directory(config)
+    assert config.ckpt_path == "last"
+    assert [entry.init_args.version for entry in config.trainer.logger] == [None, None]
