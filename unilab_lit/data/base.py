@@ -274,7 +274,8 @@ class CollectorDataModule(LightningDataModule, ABC):
         threads = self.learner_torch_threads
         if threads is None:
             collector_cores = max(self.physics_threads, self.collector_torch_threads)
-            threads = max(1, (os.cpu_count() or 1) - collector_cores)
+            # The cores this process may run on (taskset / cgroup cpusets), not the machine's.
+            threads = max(1, len(os.sched_getaffinity(0)) - collector_cores)
         torch.set_num_threads(threads)
         log.info("learner uses %d torch thread(s)", threads)
 
