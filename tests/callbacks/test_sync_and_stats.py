@@ -47,7 +47,9 @@ def rig():
         messages=[],
     )
     data.drain_metrics = lambda: [data.messages.pop(0) for _ in range(len(data.messages))]
-    trainer = SimpleNamespace(global_step=0, datamodule=data)
+    trainer = SimpleNamespace(
+        global_step=0, datamodule=data, _logger_connector=SimpleNamespace(should_update_logs=True)
+    )
     yield trainer, module, data
     weights.unlink()
     stats.unlink()
@@ -138,3 +140,14 @@ def test_episode_stats_monitor_state_round_trips(rig):
     restored.on_train_batch_end(trainer, module, None, None, 1)
     assert module.logged[keys.MEAN_REWARD] == pytest.approx(6.0)
     assert module.logged[keys.NONFINITE_RESETS] == 1.0
+
+
+def test_episode_stats_monitor_logs_only_progress_bar_keys_between_logger_writes(rig):
+    trainer, module, data = rig
+    trainer._logger_connector.should_update_logs = False
+    monitor = EpisodeStatsMonitor()
+    monitor.on_train_start(trainer, module)
+    monitor.on_train_batch_start(trainer, module, None, 0)
+    data.messages.append(_episodes([5.0], [1], [0.0]))
+    monitor.on_train_batch_end(trainer, module, None, None, 0)
+    assert set(module.logged) == {keys.MEAN_REWARD, keys.TOTAL_FPS}
