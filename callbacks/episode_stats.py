@@ -30,7 +30,8 @@ class EpisodeStatsMonitor(Callback):
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
-        prog_bar: Also show mean reward, env-steps/s and policy lag in the progress bar.
+        prog_bar: Also show mean reward and env-steps/s in the progress bar (APPO puts its
+            policy lag there).
 
     Raises:
         ValueError: if ``window`` is smaller than 1.
