@@ -15,8 +15,8 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader, IterableDataset
 
 from unilab_lit import metrics
-from unilab_lit.algos.appo import (
-    APPO,
+from unilab_lit.algos.appo import APPO
+from unilab_lit.algos.ppo_losses import (
     adaptive_learning_rate,
     clipped_value_loss,
     gaussian_kl,
