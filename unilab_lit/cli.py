@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 from lightning.pytorch import LightningDataModule, LightningModule
@@ -21,6 +22,17 @@ def _critic_obs_size(spec: EnvSpec) -> int:
 
 def _action_size(spec: EnvSpec) -> int:
     return spec.action_size
+
+
+def _show_library_info() -> None:
+    # Collector start-up, the memory plan, replay warm-up: INFO lines a user of the CLI should
+    # see, as Lightning shows its own. Library code only logs; the entry point decides.
+    logger = logging.getLogger("unilab_lit")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def _root_message(err: BaseException) -> str:
@@ -51,6 +63,7 @@ class UnilabCLI(LightningCLI):
             "Found `dataloader_iter`",
         ):
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
+        _show_library_info()
         super().__init__(
             LightningModule,
             LightningDataModule,
