@@ -17,9 +17,9 @@ iteration exceeds the collector-alone time per tick); the learner's own ms/itera
 collector's env-steps/s in fit over its env-steps/s alone (in lock step it can only reach 1 when
 the learner is faster than the collector).
 
-    python bench/offpolicy_pipeline.py
-    python bench/offpolicy_pipeline.py --config configs/fast_sac.yaml --seconds 30
-    python bench/offpolicy_pipeline.py --num-envs 64 --batch-size 1024 --hidden 64 64
+    python bench/replay_pipeline.py
+    python bench/replay_pipeline.py --config configs/fast_sac.yaml --seconds 30
+    python bench/replay_pipeline.py --num-envs 64 --batch-size 1024 --hidden 64 64
 """
 
 from __future__ import annotations
