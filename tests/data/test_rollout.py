@@ -82,3 +82,22 @@ def test_killed_collector_fails_fit_fast_with_its_exit_code():
 def test_ring_with_one_slot_is_rejected_before_anything_starts():
     with pytest.raises(ValueError, match="ring_slots must be >= 2, got 1"):
         RolloutDataModule(task="CartpoleSwingup", ring_slots=1)
+
+
+class _PrefetchingAPPO(APPO):
+    def training_step(self, batch, batch_idx):  # the default loop: one batch fetched ahead
+        return None
+
+
+def test_model_without_dataloader_iter_is_refused_before_the_collector_starts():
+    _, data = _build()
+    spec = data.env_spec
+    model = _PrefetchingAPPO(
+        policy_obs_size=spec.obs_sizes["policy"],
+        critic_obs_size=spec.obs_sizes["critic"],
+        action_size=spec.action_size,
+    )
+    with pytest.raises(ValueError, match="training_step must take `dataloader_iter`"):
+        _trainer(1).fit(model, datamodule=data)
+    assert data.collector is None
+    assert list_segments(os.getpid()) == []

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule
+from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from typing_extensions import override
 
 from unilab_lit import tracing
@@ -280,8 +281,16 @@ class CollectorDataModule(LightningDataModule, ABC):
         log.info("learner uses %d torch thread(s)", threads)
 
     def _start_collector(self) -> None:
-        self._limit_learner_threads()
         model = self.trainer.lightning_module
+        if not is_param_in_hook_signature(model.training_step, "dataloader_iter", explicit=True):
+            # Lightning's default loop fetches a batch before on_train_start (the collector waits
+            # for that first weights publish: a deadlock until data_timeout_s) and one batch
+            # ahead after it (a replay item's device slot is refilled by the next fetch).
+            raise ValueError(
+                f"{type(model).__name__}.training_step must take `dataloader_iter` to train "
+                f"from {type(self).__name__}: the default loop fetches one batch ahead"
+            )
+        self._limit_learner_threads()
         policy = model.collector_policy()
         normalizer = model.obs_normalizer
         num_floats = flat_size(policy)

@@ -7,7 +7,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lightning.pytorch import LightningModule
-from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from tensordict import TensorDict
 from torch.utils.data import DataLoader, IterableDataset
 from typing_extensions import override
@@ -215,12 +214,6 @@ class ReplayDataModule(CollectorDataModule):
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _bind_model(self, model: LightningModule) -> None:
-        if not is_param_in_hook_signature(model.training_step, "dataloader_iter", explicit=True):
-            raise ValueError(
-                f"{type(model).__name__}.training_step must take `dataloader_iter`: "
-                "ReplayDataModule's items are views of a device slot that the next fetch "
-                "refills, and Lightning's default loop fetches one batch ahead"
-            )
         model_updates = getattr(model.hparams, "updates_per_step", None)
         if model_updates is None and self.updates_per_step is None:
             raise ValueError(
