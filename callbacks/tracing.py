@@ -14,6 +14,7 @@ from typing_extensions import override
 from unilab_lit import metrics as keys
 from unilab_lit import tracing
 from unilab_lit.data.base import CollectorDataModule
+from unilab_lit.trace_file import TraceStore
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class Tracing(Callback):
         self.max_events = max_events
         self.collector_timeout_s = collector_timeout_s
         self._recorder: tracing.TraceRecorder | None = None
-        self._store: tracing.TraceStore | None = None
+        self._store: TraceStore | None = None
         self._hooks: list[RemovableHandle] = []
         self._batch_began = 0
         self._backward_began = 0
@@ -138,7 +139,7 @@ class Tracing(Callback):
         name = "learner" if trainer.world_size == 1 else f"learner{trainer.global_rank}"
         self._recorder = tracing.TraceRecorder(name)
         self._recorder.name_thread("main")
-        self._store = tracing.TraceStore(self.max_events)
+        self._store = TraceStore(self.max_events)
         tracing.install(self._recorder)
         data = trainer.datamodule
         if isinstance(data, CollectorDataModule):

@@ -32,6 +32,7 @@ from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.ipc import ReplayStorage, replay_columns
 from unilab_lit.nn.policies import GaussianActor, PolicySpec
+from unilab_lit.trace_file import TraceStore
 
 OBS = CartpoleSwingup.OBS_SIZE
 
@@ -163,18 +164,18 @@ def _batch(pid: int, process: str, tid: int, spans: list[tuple[str, int, int]]) 
 
 
 def test_store_keeps_the_newest_batches_beyond_max_events():
-    store = tracing.TraceStore(max_events=3)
+    store = TraceStore(max_events=3)
     for i in range(3):
         store.add(
             _batch(1, "learner", 1, [("a", 10 * i, 10 * i + 1), ("b", 10 * i + 2, 10 * i + 3)])
         )
     assert store.num_events == 2 and store.dropped_events == 4
     with pytest.raises(ValueError, match="max_events must be >= 1, got 0"):
-        tracing.TraceStore(0)
+        TraceStore(0)
 
 
 def test_written_trace_sorts_each_track_puts_parents_first_and_names_every_track(tmp_path):
-    store = tracing.TraceStore(max_events=100)
+    store = TraceStore(max_events=100)
     # Children end (and are recorded) before their parents; batches arrive out of time order.
     store.add(_batch(7, "collector", 70, [("step", 5_000, 6_000), ("pack", 1_500, 2_000)]))
     store.add(_batch(3, "learner", 30, [("child", 1_000, 1_500), ("parent", 1_000, 3_000)]))
@@ -202,7 +203,7 @@ def test_written_trace_leaves_out_non_finite_counter_samples(tmp_path):
     recorder = tracing.TraceRecorder("learner")
     recorder.counter("policy_lag", float("nan"))
     recorder.counter("policy_lag", 2.0)
-    store = tracing.TraceStore(max_events=10)
+    store = TraceStore(max_events=10)
     store.add(recorder.drain())
     trace = _load(store.write(tmp_path / "trace.json"))  # strict JSON: no NaN literal
     samples = [e["args"]["value"] for e in trace["traceEvents"] if e["ph"] == "C"]
@@ -307,7 +308,7 @@ def test_collector_records_only_while_switched_on_and_ships_a_final_batch_with_i
         replay.unlink()
         link.unlink()
 
-    store = tracing.TraceStore(max_events=100_000)
+    store = TraceStore(max_events=100_000)
     for message in messages:
         store.add(message["batch"])
     trace = _load(store.write(tmp_path / "trace.json"))
