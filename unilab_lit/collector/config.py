@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from torch import nn
 
-    from unilab_lit.collector.loop import Writer
+    from unilab_lit.collector.writer import Writer
     from unilab_lit.envs.spec import EnvSpec
     from unilab_lit.ipc.obs_stats import SharedObsStatsHandle
     from unilab_lit.ipc.weights import SharedWeightsHandle

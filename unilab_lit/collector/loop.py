@@ -12,10 +12,8 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,6 +27,7 @@ from unilab_lit.collector.control import (
     ControlBlock,
 )
 from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
+from unilab_lit.collector.writer import Transition, Writer
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
@@ -50,50 +49,6 @@ _PARENT_CHECK_S = 1.0
 # Sleep between polls while waiting for the learner: short enough to add little latency,
 # long enough not to burn a core the learner needs.
 _WAIT_POLL_S = 0.0002
-
-
-@dataclass
-class Transition:
-    """One vector step, as the writers receive it (numpy arrays, leading dim ``num_envs``).
-
-    ``obs`` is the raw observation the action was taken in; ``next_obs`` the raw observation
-    after auto-reset; ``final_obs`` equals ``next_obs`` except in ``done`` rows, where it holds the
-    pre-reset final observation. ``policy_version`` is the weight version that acted.
-    """
-
-    obs: dict[str, np.ndarray]
-    actions: np.ndarray
-    log_prob: np.ndarray | None
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    done: np.ndarray
-    next_obs: dict[str, np.ndarray]
-    final_obs: dict[str, np.ndarray]
-    policy_version: int
-
-
-class Writer(Protocol):
-    """Where a collector's transitions go, and when the loop may take its next step."""
-
-    def wait_turn(self, keep_waiting: Callable[[], bool]) -> bool:
-        """Block until the next step may be taken; ``False`` when ``keep_waiting()`` says stop.
-
-        ``keep_waiting`` records a heartbeat; call it on every poll.
-        """
-        ...
-
-    def sync_due(self) -> bool:
-        """Whether the loop should pull newer weights and statistics before this step."""
-        ...
-
-    def write(self, transition: Transition) -> None:
-        """Store one vector step."""
-        ...
-
-    def close(self) -> None:
-        """Release threads and shared-memory attachments."""
-        ...
 
 
 class _EpisodeReport:

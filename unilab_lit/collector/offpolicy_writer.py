@@ -12,7 +12,7 @@ import torch
 
 from unilab_lit import tracing
 from unilab_lit.collector.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
-from unilab_lit.collector.loop import Transition
+from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.replay import ReplayStorage, ReplayStorageHandle, replay_columns
 
