@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
@@ -13,6 +12,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from unilab_lit import metrics
+from unilab_lit.algos.nonfinite import NonfiniteGuard
 from unilab_lit.algos.ppo_losses import (
     adaptive_learning_rate,
     clipped_value_loss,
@@ -24,9 +24,8 @@ from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.nn.policies import Activation, GaussianActor, MLPCritic, PolicySpec
 from unilab_lit.validation import check_arg
 
-log = logging.getLogger(__name__)
-
 _SCHEDULES = ("adaptive", "fixed")
+_UPDATES = "updates"
 
 
 class APPO(LightningModule):
@@ -204,7 +203,13 @@ class APPO(LightningModule):
         self.critic_obs_normalizer = ObsNormalizer(critic_obs_size)
         # Total skipped updates; a buffer so the count survives a resume.
         self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
-        self._nonfinite_in_a_row = 0
+        # One run for every kind: any finite minibatch step ends it.
+        self._nonfinite = NonfiniteGuard(
+            "APPO",
+            max_nonfinite_steps,
+            "Check the environment's rewards and observations for NaN/inf, or lower "
+            "learning_rate / max_learning_rate.",
+        )
 
     # ----------------------------------------------------------------- collector contract
     def collector_policy_spec(self) -> PolicySpec:
@@ -370,7 +375,7 @@ class APPO(LightningModule):
                 if grad_norm is None:
                     self._skip_nonfinite("loss or gradient", self.global_step)
                 else:
-                    self._nonfinite_in_a_row = 0
+                    self._nonfinite.passed(_UPDATES)
                     terms[metrics.GRAD_NORM] = grad_norm
                     for key, value in terms.items():
                         sums.setdefault(key, []).append(value.detach())
@@ -439,15 +444,7 @@ class APPO(LightningModule):
 
     def _skip_nonfinite(self, what: str, iteration: int) -> None:
         self.nonfinite_skips += 1
-        self._nonfinite_in_a_row += 1
-        log.warning("APPO: non-finite %s at iteration %d; update skipped", what, iteration)
-        if self._nonfinite_in_a_row >= self.hparams.max_nonfinite_steps:
-            raise RuntimeError(
-                f"APPO: {self._nonfinite_in_a_row} non-finite updates in a row (last: {what} at "
-                f"iteration {iteration}; max_nonfinite_steps={self.hparams.max_nonfinite_steps}). "
-                "Check the environment's rewards and observations for NaN/inf, or lower "
-                "learning_rate / max_learning_rate."
-            )
+        self._nonfinite.skipped(_UPDATES, f"iteration {iteration}: {what}")
 
     def _finish_iteration_without_update(self) -> None:
         # No gradients exist, so Adam changes nothing; the call only advances global_step.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -13,10 +12,9 @@ from tensordict import TensorDict
 from torch import nn
 
 from unilab_lit import metrics
+from unilab_lit.algos.nonfinite import NonfiniteGuard
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.validation import check_arg
-
-log = logging.getLogger(__name__)
 
 BATCH_KEYS = (
     "obs",
@@ -61,6 +59,11 @@ def bootstrap_mask(done: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
 def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """``θ_target ← (1 − τ)·θ_target + τ·θ_source`` over the parameters, in place."""
     torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+
+
+def _steps(what: str) -> str:
+    # Each optimiser (and the input check) has its own run of skips, e.g. "critic steps".
+    return f"{what} steps"
 
 
 class OffPolicyLearner(LightningModule, ABC):
@@ -178,7 +181,12 @@ class OffPolicyLearner(LightningModule, ABC):
         self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms), persistent=False)
         # Total skipped steps; a buffer so the count survives a resume.
         self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
-        self._nonfinite_in_a_row: dict[str, int] = {}
+        self._nonfinite = NonfiniteGuard(
+            type(self).__name__,
+            max_nonfinite_steps,
+            "Check the environment's rewards and observations for NaN/inf, the C51 support "
+            "(v_min/v_max) against the returns, or lower the learning rates.",
+        )
         self._update_index = 0
         self._critic_loss_fn = self._critic_loss
         self._actor_loss_fn = self._actor_loss
@@ -224,7 +232,7 @@ class OffPolicyLearner(LightningModule, ABC):
         iteration = self.global_step
         logged: dict[str, torch.Tensor] = {}
         if self._batch_is_finite(batch):
-            self._nonfinite_in_a_row["input batch"] = 0
+            self._nonfinite.passed(_steps("input batch"))
             self._update_normalizers(batch)
             logged.update(self._run_updates(self._prepare(batch), iteration))
         else:
@@ -310,7 +318,7 @@ class OffPolicyLearner(LightningModule, ABC):
         finite = bool(torch.isfinite(loss.detach() + grad_norm))
         name = _OPTIMIZER_NAMES[which]
         if finite:
-            self._nonfinite_in_a_row[name] = 0
+            self._nonfinite.passed(_steps(name))
             if self.hparams.max_grad_norm > 0.0:
                 nn.utils.clip_grads_with_norm_(params, self.hparams.max_grad_norm, grad_norm)
         else:
@@ -329,19 +337,10 @@ class OffPolicyLearner(LightningModule, ABC):
 
     def _skip_nonfinite(self, what: str) -> None:
         self.nonfinite_skips += 1
-        in_a_row = self._nonfinite_in_a_row.get(what, 0) + 1
-        self._nonfinite_in_a_row[what] = in_a_row
         where = f"iteration {self.global_step}"
         if what != "input batch":
             where += f", update {self._update_index + 1}/{self.hparams.updates_per_step}"
-        log.warning("%s: non-finite %s at %s; step skipped", type(self).__name__, what, where)
-        if in_a_row >= self.hparams.max_nonfinite_steps:
-            raise RuntimeError(
-                f"{type(self).__name__}: {in_a_row} non-finite {what} steps in a row (last at "
-                f"{where}; max_nonfinite_steps={self.hparams.max_nonfinite_steps}). Check the "
-                "environment's rewards and observations for NaN/inf, the C51 support "
-                "(v_min/v_max) against the returns, or lower the learning rates."
-            )
+        self._nonfinite.skipped(_steps(what), where)
 
     def _adamw(
         self, params: Sequence[torch.Tensor], lr: float, weight_decay: float
