@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 MARK_VAR = "UNILAB_LIT_TEST_MARK"
@@ -35,3 +36,13 @@ def marked_env() -> tuple[dict[str, str], str]:
     mark = uuid.uuid4().hex
     env = dict(os.environ, **{MARK_VAR: mark})
     return env, mark
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``gpu``-marked tests on a machine without CUDA (``pytest -m gpu`` selects them)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; none is available")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
