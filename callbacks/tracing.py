@@ -13,7 +13,7 @@ from typing_extensions import override
 
 from unilab_lit import metrics as keys
 from unilab_lit import tracing
-from unilab_lit.data.base import CollectorDataModule
+from unilab_lit.data.link import collector_link, has_collector_link
 from unilab_lit.trace_file import TraceStore
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Tracing(Callback):
     logs it, every ``log_every_n_steps`` iterations (reading logged values makes Lightning
     compute every logged metric: about a millisecond, too much to pay each iteration).
 
-    With a ``CollectorDataModule`` the collector records too (env step, policy inference,
+    With a data module that runs a collector (``collector_link``) the collector records too (env step, policy inference,
     shared-memory write, weight/statistics sync, wait for the learner, the pack thread, and
     ``env_steps_per_s`` / ``replay_size`` counters) and ships batches over its metrics channel;
     they are merged after every iteration. Timestamps of both processes come from the same
@@ -141,11 +141,12 @@ class Tracing(Callback):
         self._recorder.name_thread("main")
         self._store = TraceStore(self.max_events)
         tracing.install(self._recorder)
-        data = trainer.datamodule
-        if isinstance(data, CollectorDataModule):
-            data.start_collector_trace()
+        if has_collector_link(trainer):
+            collector_link(trainer).start_trace()
         else:
-            log.info("Tracing: no CollectorDataModule, so the trace has learner tracks only")
+            log.info(
+                "Tracing: the data module runs no collector; the trace has learner tracks only"
+            )
 
     def _hook_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
         # torch's own step hooks see every step(), also those that bypass Lightning's
@@ -180,13 +181,9 @@ class Tracing(Callback):
         assert self._recorder is not None and self._store is not None
         if final or self._recorder.pending >= _DRAIN_EVENTS:
             self._store.add(self._recorder.drain())
-        data = trainer.datamodule
-        if isinstance(data, CollectorDataModule):
-            batches = (
-                data.stop_collector_trace(self.collector_timeout_s)
-                if final
-                else data.drain_collector_trace()
-            )
+        if has_collector_link(trainer):
+            link = collector_link(trainer)
+            batches = link.stop_trace(self.collector_timeout_s) if final else link.drain_trace()
             for batch in batches:
                 self._store.add(batch)
 

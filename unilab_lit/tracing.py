@@ -131,6 +131,34 @@ class _NoSpan:
 _NO_SPAN = _NoSpan()
 
 
+class Timed:
+    """Context manager timing its block once: :attr:`seconds` for statistics, and the same
+    interval as a span on the current recorder when tracing is on (also when the block raises)."""
+
+    __slots__ = ("_begin", "_name", "seconds")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._begin = 0
+        self.seconds = 0.0
+
+    def __enter__(self) -> Timed:
+        self._begin = now_ns()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        end = now_ns()
+        self.seconds = (end - self._begin) * 1e-9
+        recorder = _current
+        if recorder is not None:
+            recorder.add_span(self._name, self._begin, end)
+
+
 class TraceRecorder:
     """Collects one process's spans, contiguous phases and counter samples; thread-safe.
 
@@ -262,6 +290,12 @@ def span(name: str) -> _Span | _NoSpan:
     """``with tracing.span(name):`` records the block on the current recorder, if any."""
     recorder = _current
     return _NO_SPAN if recorder is None else _Span(recorder, name)
+
+
+def timed(name: str) -> Timed:
+    """``with tracing.timed(name) as t:`` measures the block (``t.seconds``) and records it as
+    span ``name`` on the current recorder, if any: one clock for a statistic and its span."""
+    return Timed(name)
 
 
 def counter(name: str, value: float) -> None:
