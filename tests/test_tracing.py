@@ -147,6 +147,22 @@ def test_module_span_and_counter_record_only_with_an_installed_recorder():
     assert batch.num_events == 2
 
 
+def test_timed_gives_the_statistic_and_the_span_one_measurement():
+    with tracing.timed("untraced") as untraced:
+        time.sleep(0.001)
+    assert untraced.seconds > 0  # measured also while tracing is off
+    recorder = tracing.TraceRecorder("learner")
+    tracing.install(recorder)
+    try:
+        with tracing.timed("wait_for_data") as wait:
+            time.sleep(0.001)
+    finally:
+        tracing.install(None)
+    batch = recorder.drain()
+    assert [batch.names[i] for i in batch.span_name] == ["wait_for_data"]
+    assert (batch.span_end[0] - batch.span_begin[0]) * 1e-9 == wait.seconds
+
+
 def _batch(pid: int, process: str, tid: int, spans: list[tuple[str, int, int]]) -> Any:
     names = tuple(dict.fromkeys(name for name, _, _ in spans))
     return tracing.TraceBatch(

@@ -12,6 +12,8 @@ from torch import nn
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
+from unilab_lit.data.options import CollectorOptions
+from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
 from unilab_lit.nn.normalization import ObsNormalizer
 
@@ -151,6 +153,13 @@ def test_episode_stats_monitor_logs_dropped_rollouts_and_messages(rig):
     monitor.on_train_batch_end(trainer, module, None, None, 0)
     assert module.logged[keys.RING_DROPPED] == 3.0
     assert module.logged[keys.METRICS_DROPPED] == 5.0
+
+
+def test_collector_link_of_a_data_module_not_running_its_collector_says_so(rig):
+    trainer, module, _ = rig
+    trainer.datamodule = RolloutDataModule(CollectorOptions("CartpoleSwingup", 2), num_steps=2)
+    with pytest.raises(RuntimeError, match="RolloutDataModule runs no collector now"):
+        ObsNormSync().on_train_start(trainer, module)
 
 
 def test_callbacks_refuse_a_data_module_without_a_collector_link(rig):

@@ -80,5 +80,8 @@ def collector_link(trainer: Trainer) -> CollectorLink:
 def has_collector_link(trainer: Trainer) -> bool:
     """Whether ``trainer``'s data module runs a collector (provides ``collector_link``)."""
     datamodule = trainer.datamodule
-    # dir(), not hasattr(): asking must not run the property, which raises while stopped.
-    return datamodule is not None and "collector_link" in dir(datamodule)
+    # Looked up on the class and the instance, not by hasattr(): asking must not run the
+    # property, which raises while the collector is stopped.
+    return hasattr(type(datamodule), "collector_link") or "collector_link" in getattr(
+        datamodule, "__dict__", {}
+    )

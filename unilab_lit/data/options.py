@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from unilab_lit.validation import check_arg
+
 
 @dataclass(frozen=True)
 class CollectorOptions:
@@ -41,13 +43,9 @@ class CollectorOptions:
     learner_torch_threads: int | None = None
 
     def __post_init__(self) -> None:
-        if self.learner_torch_threads is not None and self.learner_torch_threads < 1:
-            raise ValueError(
-                f"learner_torch_threads must be >= 1 or null, got {self.learner_torch_threads}"
-            )
+        threads = self.learner_torch_threads
+        check_arg(threads is None or threads >= 1, "learner_torch_threads", threads, ">= 1 or null")
         for name in ("num_envs", "physics_threads", "collector_torch_threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_arg(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
         for name in ("stall_timeout_s", "data_timeout_s", "startup_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+            check_arg(getattr(self, name) > 0, name, getattr(self, name), "> 0")

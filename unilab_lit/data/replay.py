@@ -17,7 +17,7 @@ from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.double_buffer import DoubleBufferPipeline
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.options import CollectorOptions
-from unilab_lit.data.transport import Transport
+from unilab_lit.data.transport import Transport, unlink_blocks
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.replay import ReplayStorage, replay_columns
 
@@ -134,9 +134,7 @@ class ReplayTransport(Transport):
 
     @override
     def release(self) -> None:
-        for block in (self.link, self._replay):
-            if block is not None:
-                block.unlink()
+        unlink_blocks(self.link, self._replay)
         self.link = None
         self._replay = None
 

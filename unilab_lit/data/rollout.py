@@ -19,7 +19,7 @@ from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
-from unilab_lit.data.transport import Transport
+from unilab_lit.data.transport import Transport, unlink_blocks
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 
@@ -140,9 +140,7 @@ class RolloutTransport(Transport):
 
     @override
     def release(self) -> None:
-        for block in (self.ring, self.gate):
-            if block is not None:
-                block.unlink()
+        unlink_blocks(self.ring, self.gate)
         self.ring = None
         self.gate = None
 

@@ -18,7 +18,7 @@ from unilab_lit.data.feed_stats import FeedStats
 from unilab_lit.data.inbox import CollectorInbox
 from unilab_lit.data.memory_plan import check_memory_plan
 from unilab_lit.data.options import CollectorOptions
-from unilab_lit.data.transport import Transport
+from unilab_lit.data.transport import Transport, unlink_blocks
 from unilab_lit.ipc.obs_stats import SharedObsStats
 from unilab_lit.ipc.replay import ReplayStorage
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
@@ -53,7 +53,7 @@ class CollectorSession:
         self.options = options
         self.obs_size = obs_size
         self.transport = transport
-        self.feed = feed
+        self._feed = feed
         self._process: CollectorProcess | None = None
         self._weights: SharedWeights | None = None
         self._obs_stats: SharedObsStats | None = None
@@ -121,9 +121,7 @@ class CollectorSession:
             self._process.stop()
             self._process = None
         self.transport.release()
-        for block in (self._weights, self._obs_stats):
-            if block is not None:
-                block.unlink()
+        unlink_blocks(self._weights, self._obs_stats)
         self._weights = None
         self._obs_stats = None
         if self._state_dir is not None:
@@ -153,7 +151,7 @@ class CollectorSession:
 
     def attach_feed(self, feed: FeedStats) -> None:
         """Report the counters of ``feed`` (the data set that now delivers the batches)."""
-        self.feed = feed
+        self._feed = feed
 
     # ------------------------------------------------------------------ snapshot / restore
     def snapshot(self) -> dict[str, Any] | None:
@@ -183,12 +181,12 @@ class CollectorSession:
     @property
     def env_steps(self) -> int:
         """Collector env steps behind every batch delivered so far (restored on resume)."""
-        return self.feed.env_steps
+        return self._feed.env_steps
 
     @property
     def last_wait_s(self) -> float:
         """Seconds the learner waited for its latest batch."""
-        return self.feed.last_wait_s
+        return self._feed.last_wait_s
 
     @property
     def ring_dropped(self) -> int:

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from unilab_lit.collector.config import WriterSpec
     from unilab_lit.collector.process import CollectorProcess
     from unilab_lit.ipc.replay import ReplayStorage
+
+
+class _Block(Protocol):
+    def unlink(self) -> None: ...
+
+
+def unlink_blocks(*blocks: _Block | None) -> None:
+    """Unlink every block that exists (``None`` stands for one never allocated)."""
+    for block in blocks:
+        if block is not None:
+            block.unlink()
 
 
 class Transport(ABC):
