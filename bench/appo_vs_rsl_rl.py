@@ -51,7 +51,7 @@ def _cli(config: str, log_dir: str, seed: int):
             "--config",
             config,
             f"--seed_everything={seed}",
-            f"--data.init_args.seed={seed}",
+            f"--data.init_args.collector.seed={seed}",
             f"--trainer.logger.init_args.save_dir={log_dir}",
             "--trainer.max_steps=-1",
             "--trainer.enable_progress_bar=false",
@@ -64,6 +64,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     from lightning.pytorch import Callback
 
     from unilab_lit import metrics
+    from unilab_lit.data.link import collector_link
 
     class ThresholdStop(Callback):
         """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""
@@ -73,7 +74,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
 
         def on_train_start(self, trainer, pl_module) -> None:
             self.began = time.perf_counter()
-            self.steps0 = trainer.datamodule.env_steps
+            self.steps0 = collector_link(trainer).env_steps
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             elapsed = time.perf_counter() - self.began
@@ -85,11 +86,11 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
                 self.result = {
                     "reached": reached,
                     "seconds": elapsed,
-                    "env_steps": trainer.datamodule.env_steps - self.steps0,
+                    "env_steps": collector_link(trainer).env_steps - self.steps0,
                     "iterations": trainer.global_step,
                     "mean_return": mean_return,
                     "collector_fps": None if collection is None else float(collection),
-                    "ring_dropped": trainer.datamodule.ring_dropped,
+                    "ring_dropped": collector_link(trainer).ring_dropped,
                 }
                 trainer.should_stop = True
 
@@ -160,7 +161,8 @@ def run_rsl_rl(
     cli = _cli(config, log_dir, seed)
     data = cli.datamodule
     train_cfg = _rsl_rl_train_cfg(cli.model.hparams, data.num_steps)
-    physics_threads = physics_threads or data.physics_threads
+    options = data.collector
+    physics_threads = physics_threads or options.physics_threads
     torch.manual_seed(seed)
 
     class Stop(Exception):
@@ -185,7 +187,11 @@ def run_rsl_rl(
 
     env = WatchedEnv(
         make_env(
-            data.task, data.num_envs, seed=seed, num_threads=physics_threads, **data.task_kwargs
+            options.task,
+            options.num_envs,
+            seed=seed,
+            num_threads=physics_threads,
+            **options.task_kwargs,
         ),
         seed=seed,
     )

@@ -32,6 +32,8 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
+    from fit_timing import data_overrides
+
     from unilab_lit.cli import UnilabCLI
 
     overrides = [
@@ -43,10 +45,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
         f"--model.init_args.actor_hidden_dims={args.hidden}",
         f"--model.init_args.critic_hidden_dims={args.hidden}",
     ]
-    for key in ("task", "num_envs", "num_steps"):
-        value = getattr(args, key)
-        if value is not None:
-            overrides.append(f"--data.init_args.{key}={value}")
+    overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "num_steps")})
     return UnilabCLI(args=["--config", args.config, *overrides], run=False)
 
 
@@ -63,10 +62,10 @@ def collector_alone(cli, seconds: float) -> dict:
     from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 
     data, model = cli.datamodule, cli.model
-    spec = data.env_spec
+    options, spec = data.collector, data.env_spec
     fields = rollout_fields(
         data.num_steps,
-        data.num_envs,
+        options.num_envs,
         spec.obs_sizes[POLICY],
         spec.obs_sizes[CRITIC],
         spec.action_size,
@@ -77,29 +76,29 @@ def collector_alone(cli, seconds: float) -> dict:
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(
-            task=data.task,
-            num_envs=data.num_envs,
+            task=options.task,
+            num_envs=options.num_envs,
             policy=model.collector_policy_spec(),
             writer=AppoWriterSpec(ring=ring.handle(), num_steps=data.num_steps),
-            seed=data.seed,
-            env_kwargs=data.task_kwargs,
-            physics_threads=data.physics_threads,
-            torch_threads=data.collector_torch_threads,
+            seed=options.seed,
+            env_kwargs=options.task_kwargs,
+            physics_threads=options.physics_threads,
+            torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),
             obs_norm_eps=model.obs_normalizer.eps,
             obs_norm_clip=model.obs_normalizer.clip,
-            stall_timeout_s=data.stall_timeout_s,
+            stall_timeout_s=options.stall_timeout_s,
         )
     )
     dest = {name: torch.empty(shape, dtype=dtype) for name, (shape, dtype) in fields.items()}
     try:
-        collector.start(timeout=data.startup_timeout_s)
+        collector.start(timeout=options.startup_timeout_s)
         # Start the clock on the first committed rollout, as fit starts it after its first batch.
-        collector.wait_for(lambda: ring.write_count > 0, timeout=data.data_timeout_s)
+        collector.wait_for(lambda: ring.write_count > 0, timeout=options.data_timeout_s)
         began, written0, dropped0 = time.perf_counter(), ring.write_count, ring.dropped
         collector.drain_metrics()
         while time.perf_counter() - began < seconds:
-            collector.wait_for(lambda: ring.pop_into(dest), timeout=data.data_timeout_s)
+            collector.wait_for(lambda: ring.pop_into(dest), timeout=options.data_timeout_s)
         elapsed = time.perf_counter() - began
         written, dropped = ring.write_count - written0, ring.dropped - dropped0
         reported = [m["env_steps_per_s"] for m in collector.drain_metrics() if m["kind"] == TIMING]
@@ -108,7 +107,7 @@ def collector_alone(cli, seconds: float) -> dict:
         ring.unlink()
         obs_stats.unlink()
     return {
-        "env_steps_per_s": written * data.num_steps * data.num_envs / elapsed,
+        "env_steps_per_s": written * data.num_steps * options.num_envs / elapsed,
         "collector_reported": sum(reported) / len(reported) if reported else float("nan"),
         "rollouts": written,
         "dropped": dropped,
@@ -118,47 +117,9 @@ def collector_alone(cli, seconds: float) -> dict:
 
 def fit(cli, seconds: float) -> dict:
     """Env-steps/s the learner consumes in ``Trainer.fit``, after its first batch."""
-    from lightning.pytorch import Callback
+    from fit_timing import FitMeter
 
-    from unilab_lit import metrics
-
-    class Meter(Callback):
-        """Times ``seconds`` of training after the first batch, then stops fit."""
-
-        def __init__(self) -> None:
-            self.began: float | None = None
-            self.result: dict = {}
-            self.learner_s = 0.0
-            self.iterations = 0
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            self._batch_began = time.perf_counter()
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            now = time.perf_counter()
-            data = trainer.datamodule
-            if self.began is None:
-                self.began, self.steps0, self.dropped0 = now, data.env_steps, data.ring_dropped
-                return
-            # Time of this iteration without the wait for its batch: the learner's own cost.
-            self.learner_s += now - self._batch_began - data.last_wait_s
-            self.iterations += 1
-            if now - self.began >= seconds:
-                collection = trainer.callback_metrics.get(metrics.COLLECTION_FPS)
-                lag = trainer.callback_metrics.get(metrics.POLICY_LAG)
-                self.result = {
-                    "env_steps_per_s": (data.env_steps - self.steps0) / (now - self.began),
-                    "collector_reported": float("nan") if collection is None else float(collection),
-                    "iterations": self.iterations,
-                    "learner_ms": 1e3 * self.learner_s / self.iterations,
-                    "learner_busy": self.learner_s / (now - self.began),
-                    "dropped": data.ring_dropped - self.dropped0,
-                    "policy_lag": float("nan") if lag is None else float(lag),
-                    "seconds": now - self.began,
-                }
-                trainer.should_stop = True
-
-    meter = Meter()
+    meter = FitMeter(seconds)
     cli.trainer.callbacks.append(meter)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return meter.result
@@ -211,9 +172,10 @@ def main() -> None:
             together = fit(cli, args.seconds)
             if index == 0:
                 data = cli.datamodule
+                options = data.collector
                 print(
-                    f"{data.task}: {data.num_envs} envs x {data.num_steps} steps, "
-                    f"{data.physics_threads} physics thread(s), learner hidden {args.hidden}, "
+                    f"{options.task}: {options.num_envs} envs x {data.num_steps} steps, "
+                    f"{options.physics_threads} physics thread(s), learner hidden {args.hidden}, "
                     f"{args.epochs} epoch(s) x {args.mini_batches} minibatch(es), learner torch "
                     f"threads {torch.get_num_threads()}; {os.cpu_count()} CPUs",
                     flush=True,

@@ -9,7 +9,7 @@ Both measurements use one config (default ``configs/fast_td3.yaml``) with the sa
   The policy is frozen (nobody publishes weights).
 - fit: ``Trainer.fit`` of the config (``ReplayDataModule``, its callbacks and logger), timed
   after the first iteration. Per iteration: its wall time (batch start to batch end) and the
-  part spent waiting in the pipeline for the batch (``data.last_wait_s``).
+  part spent waiting in the pipeline for the batch (``CollectorLink.last_wait_s``).
 
 Printed: learner iterations/s; the wait-for-batch share of an iteration (total wait over total
 iteration time; target <= 5% when the learner is the bottleneck, i.e. when its own time per
@@ -33,6 +33,8 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
+    from fit_timing import data_overrides
+
     from unilab_lit.cli import UnilabCLI
 
     overrides = [
@@ -45,10 +47,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
             f"--model.init_args.actor_hidden_dims={args.hidden}",
             f"--model.init_args.critic_hidden_dims={args.hidden}",
         ]
-    for key in ("task", "num_envs", "batch_size"):
-        value = getattr(args, key)
-        if value is not None:
-            overrides.append(f"--data.init_args.{key}={value}")
+    overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "batch_size")})
     cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
     # The bench stops fit itself; a checkpoint callback from the config would only add I/O.
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -71,40 +70,40 @@ def collector_alone(cli, seconds: float) -> dict:
     from unilab_lit.ipc.replay import ReplayStorage, replay_columns
 
     data, model = cli.datamodule, cli.model
-    spec = data.env_spec
+    options, spec = data.collector, data.env_spec
     columns = replay_columns(spec.obs_sizes[POLICY], spec.obs_sizes[CRITIC], spec.action_size)
-    replay = ReplayStorage(data.buffer_size * data.num_envs, columns)
+    replay = ReplayStorage(data.buffer_size * options.num_envs, columns)
     link = LockstepLink(data.batch_size * model.offpolicy.updates_per_step, replay.width)
     # Never published: the collector normalises with mean 0 / var 1, as fit does before the
     # first publish, so it does the same work per step.
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(
-            task=data.task,
-            num_envs=data.num_envs,
+            task=options.task,
+            num_envs=options.num_envs,
             policy=model.collector_policy_spec(),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), data.env_steps_per_sync),
-            seed=data.seed,
-            env_kwargs=data.task_kwargs,
-            physics_threads=data.physics_threads,
-            torch_threads=data.collector_torch_threads,
+            seed=options.seed,
+            env_kwargs=options.task_kwargs,
+            physics_threads=options.physics_threads,
+            torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),
             obs_norm_eps=model.obs_normalizer.eps,
             obs_norm_clip=model.obs_normalizer.clip,
-            stall_timeout_s=data.stall_timeout_s,
+            stall_timeout_s=options.stall_timeout_s,
         )
     )
     pipeline = None
     try:
-        collector.start(timeout=data.startup_timeout_s)
+        collector.start(timeout=options.startup_timeout_s)
         pipeline = DoubleBufferPipeline(
             link,
             replay,
             collector,
             rows_per_tick=data.rows_per_tick,
-            warmup_rows=max(1, data.learning_starts * data.num_envs),
+            warmup_rows=max(1, data.learning_starts * options.num_envs),
             device=torch.device("cpu"),
-            timeout_s=data.data_timeout_s,
+            timeout_s=options.data_timeout_s,
         )
         pipeline.next()  # warm-up, not timed
         began, tick0 = time.perf_counter(), pipeline.tick
@@ -128,42 +127,9 @@ def collector_alone(cli, seconds: float) -> dict:
 
 def fit(cli, seconds: float) -> dict:
     """Iterations/s of ``Trainer.fit`` and the wait-for-batch share, after the first iteration."""
-    from lightning.pytorch import Callback
+    from fit_timing import FitMeter
 
-    class Meter(Callback):
-        """Times ``seconds`` of training after the first iteration, then stops fit."""
-
-        def __init__(self) -> None:
-            self.began: float | None = None
-            self.result: dict = {}
-            self.iteration_s = 0.0
-            self.wait_s = 0.0
-            self.iterations = 0
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            self._batch_began = time.perf_counter()
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            now = time.perf_counter()
-            data = trainer.datamodule
-            if self.began is None:  # the first iteration holds the warm-up
-                self.began, self.steps0 = now, data.env_steps
-                return
-            self.iteration_s += now - self._batch_began
-            self.wait_s += data.last_wait_s
-            self.iterations += 1
-            if now - self.began >= seconds:
-                self.result = {
-                    "iterations_per_s": self.iterations / (now - self.began),
-                    "wait_share": self.wait_s / self.iteration_s,
-                    "learner_ms": 1e3 * (self.iteration_s - self.wait_s) / self.iterations,
-                    "env_steps_per_s": (data.env_steps - self.steps0) / (now - self.began),
-                    "iterations": self.iterations,
-                    "seconds": now - self.began,
-                }
-                trainer.should_stop = True
-
-    meter = Meter()
+    meter = FitMeter(seconds)
     cli.trainer.callbacks.append(meter)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return meter.result

@@ -36,6 +36,8 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
+    from fit_timing import data_overrides
+
     from unilab_lit.cli import UnilabCLI
 
     overrides = [
@@ -43,10 +45,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
         "--trainer.max_steps=-1",
         "--trainer.enable_progress_bar=false",
     ]
-    for key in ("task", "num_envs", "num_steps"):
-        value = getattr(args, key)
-        if value is not None:
-            overrides.append(f"--data.init_args.{key}={value}")
+    overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "num_steps")})
     cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
     # The config's ModelCheckpoint would write during the timed window of one side only.
     cli.trainer.callbacks = [
@@ -57,50 +56,17 @@ def _cli(args: argparse.Namespace, log_dir: str):
 
 def fit(args: argparse.Namespace, traced: bool) -> dict:
     """One timed fit; with ``traced`` a ``Tracing`` callback writes into a temporary dir."""
-    from lightning.pytorch import Callback
+    from fit_timing import FitMeter
     from lightning.pytorch.profilers import SimpleProfiler
 
     from callbacks import Tracing
-    from unilab_lit import metrics
-
-    class Meter(Callback):
-        """Times ``seconds`` of training after the first batch, then stops fit."""
-
-        def __init__(self, seconds: float) -> None:
-            self.seconds = seconds
-            self.began: float | None = None
-            self.result: dict = {}
-            self.learner_s = 0.0
-            self.iterations = 0
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-            self._batch_began = time.perf_counter()
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            now = time.perf_counter()
-            data = trainer.datamodule
-            if self.began is None:
-                self.began, self.steps0 = now, data.env_steps
-                return
-            self.learner_s += now - self._batch_began - data.last_wait_s
-            self.iterations += 1
-            if now - self.began >= self.seconds:
-                collection = trainer.callback_metrics.get(metrics.COLLECTION_FPS)
-                self.result = {
-                    "learner_ms": 1e3 * self.learner_s / self.iterations,
-                    "env_steps_per_s": (data.env_steps - self.steps0) / (now - self.began),
-                    "collector_per_s": float("nan") if collection is None else float(collection),
-                    "iterations": self.iterations,
-                }
-                self.stopped_at = time.perf_counter()
-                trainer.should_stop = True
 
     with tempfile.TemporaryDirectory(prefix="tracing_overhead_") as log_dir:
         cli = _cli(args, log_dir)
         # Both sides profiled alike; the traced side reads the time of Tracing's own hooks.
         profiler = SimpleProfiler(dirpath=log_dir, filename="profile")
         cli.trainer.profiler = profiler
-        meter = Meter(args.seconds)
+        meter = FitMeter(args.seconds)
         trace_path = os.path.join(log_dir, "trace.json")
         if traced:
             # Before the meter, so that Tracing's per-iteration merge in on_train_batch_end
@@ -110,7 +76,7 @@ def fit(args: argparse.Namespace, traced: bool) -> dict:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         result = {
             **meter.result,
-            "num_envs": cli.datamodule.num_envs,
+            "num_envs": cli.datamodule.collector.num_envs,
             "end_s": time.perf_counter() - meter.stopped_at,
         }
         if traced:
@@ -209,7 +175,7 @@ def main() -> None:
             print(
                 f"round {index} {name}: learner {result['learner_ms']:7.2f} ms/iteration, "
                 f"end-to-end {result['env_steps_per_s']:9,.0f} env-steps/s, collector "
-                f"{result['collector_per_s']:9,.0f} env-steps/s ({result['iterations']} iterations)",
+                f"{result['collector_reported']:9,.0f} env-steps/s ({result['iterations']} iterations)",
                 flush=True,
             )
         print(
@@ -220,7 +186,7 @@ def main() -> None:
         )
         ratios["learner"].append(traced["learner_ms"] / plain["learner_ms"])
         ratios["end_to_end"].append(traced["env_steps_per_s"] / plain["env_steps_per_s"])
-        ratios["collector"].append(traced["collector_per_s"] / plain["collector_per_s"])
+        ratios["collector"].append(traced["collector_reported"] / plain["collector_reported"])
     print(
         f"median traced/plain over {args.rounds} round(s): "
         f"learner time {statistics.median(ratios['learner']):.3f} (target <= 1.03), "
@@ -238,7 +204,7 @@ def main() -> None:
     learner_ms = statistics.median(r["learner_ms"] for r in plains)
     events = statistics.median(r["learner_events_per_step"] for r in traceds)
     collector_step_ms = statistics.median(
-        1e3 * r["num_envs"] / r["collector_per_s"] for r in plains
+        1e3 * r["num_envs"] / r["collector_reported"] for r in plains
     )
     step_cost_ms = 1e-6 * (costs["step_record"] + costs["step_drain"])
     hooks_ms = statistics.median(r["hooks_ms"] for r in traceds)

@@ -12,6 +12,7 @@ from typing_extensions import override
 
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
+from unilab_lit.data.link import collector_link
 from unilab_lit.log_schedule import loggers_write_this_step
 
 _REWARD_PREFIX = "reward/"
@@ -27,7 +28,9 @@ class EpisodeStatsMonitor(Callback):
     ``Perf/learn_fps`` the env steps of one iteration over the iteration's time without
     the wait for data; ``Perf/total_fps`` the env steps delivered to the learner per
     wall-clock second since training started. ``Train/env_steps`` is the data module's
-    counter (restored on resume).
+    counter (restored on resume). ``Perf/ring_dropped_rollouts`` counts rollouts the collector
+    overwrote unread, ``Perf/metrics_dropped`` collector messages lost before the learner
+    drained them (both since the collector started).
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
@@ -54,34 +57,35 @@ class EpisodeStatsMonitor(Callback):
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fit_began = time.perf_counter()
-        self._fit_env_steps0 = trainer.datamodule.env_steps
+        self._fit_env_steps0 = collector_link(trainer).env_steps
 
     @override
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_began = time.perf_counter()
-        self._batch_env_steps0 = trainer.datamodule.env_steps
+        self._batch_env_steps0 = collector_link(trainer).env_steps
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        data = trainer.datamodule
-        for message in data.drain_metrics():
+        link = collector_link(trainer)
+        for message in link.drain_metrics():
             self._absorb(message)
         now = time.perf_counter()
+        env_steps = link.env_steps
         values = {
-            keys.ENV_STEPS: float(data.env_steps),
+            keys.ENV_STEPS: float(env_steps),
             keys.NONFINITE_RESETS: float(self._nonfinite_resets),
+            keys.RING_DROPPED: float(link.ring_dropped),
+            keys.METRICS_DROPPED: float(link.metrics_dropped),
         }
-        learn_s = now - self._batch_began - data.last_wait_s
+        learn_s = now - self._batch_began - link.last_wait_s
         if learn_s > 0:
-            values[keys.LEARN_FPS] = (data.env_steps - self._batch_env_steps0) / learn_s
+            values[keys.LEARN_FPS] = (env_steps - self._batch_env_steps0) / learn_s
         if now > self._fit_began:
-            values[keys.TOTAL_FPS] = (data.env_steps - self._fit_env_steps0) / (
-                now - self._fit_began
-            )
+            values[keys.TOTAL_FPS] = (env_steps - self._fit_env_steps0) / (now - self._fit_began)
         if self._collection_fps is not None:
             values[keys.COLLECTION_FPS] = self._collection_fps
         for name, series in self._episodes.items():
@@ -103,11 +107,12 @@ class EpisodeStatsMonitor(Callback):
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # A key an older checkpoint lacks starts from its initial value (as Lightning's Timer).
         self._episodes = {
             name: deque(series, maxlen=self.window)
-            for name, series in state_dict["episodes"].items()
+            for name, series in state_dict.get("episodes", {}).items()
         }
-        self._nonfinite_resets = int(state_dict["nonfinite_resets"])
+        self._nonfinite_resets = int(state_dict.get("nonfinite_resets", 0))
 
     def _absorb(self, message: dict[str, Any]) -> None:
         kind = message.get("kind")

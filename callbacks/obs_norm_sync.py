@@ -5,10 +5,11 @@ from __future__ import annotations
 from lightning.pytorch import LightningModule, Trainer
 
 from callbacks._periodic import PeriodicPublisher
+from unilab_lit.data.link import collector_link
 
 
 class ObsNormSync(PeriodicPublisher):
-    """Publishes the module's ``obs_normalizer`` statistics into ``SharedObsStats``.
+    """Publishes the module's ``obs_normalizer`` statistics to the collector (``SharedObsStats``).
 
     The collector normalises with exactly these statistics and the learner's ``eps``
     and ``clip`` (they travel in the collector's config), so both sides compute the
@@ -19,6 +20,6 @@ class ObsNormSync(PeriodicPublisher):
     """
 
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        trainer.datamodule.shared_obs_stats.publish_normalizer(
+        collector_link(trainer).publish_obs_stats(
             pl_module.obs_normalizer, version=trainer.global_step
         )

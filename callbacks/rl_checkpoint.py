@@ -13,7 +13,9 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
+from unilab_lit.data.link import collector_link
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
+from unilab_lit.ipc.replay import ReplayStorage
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ class RLCheckpoint(Callback):
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if self.save_replay and getattr(trainer.datamodule, "replay", None) is None:
+        if self.save_replay and collector_link(trainer).replay is None:
             raise ValueError(
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
@@ -76,7 +78,8 @@ class RLCheckpoint(Callback):
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._rng_to_restore = state_dict["rng"]
+        # A checkpoint without RNG states leaves the generators as seed_everything set them.
+        self._rng_to_restore = state_dict.get("rng")
 
     @override
     def on_save_checkpoint(
@@ -113,7 +116,7 @@ class RLCheckpoint(Callback):
         # Checkpoints of one step (``last`` and a periodic one) hold the same replay.
         if trainer.is_global_zero and not path.exists():
             directory.mkdir(parents=True, exist_ok=True)
-            save_replay(trainer.datamodule.replay, path)
+            save_replay(_replay(trainer), path)
             log.info("replay buffer saved to %s", path)
             self._delete_old_sidecars(directory)
         return {"name": path.name, "path": str(path.resolve())}
@@ -138,7 +141,7 @@ class RLCheckpoint(Callback):
             candidates.insert(0, Path(trainer.ckpt_path).parent / replay_file["name"])
         for path in candidates:
             if path.exists():
-                load_replay(trainer.datamodule.replay, path)
+                load_replay(_replay(trainer), path)
                 log.info("replay buffer restored from %s", path)
                 return
         raise FileNotFoundError(
@@ -146,6 +149,12 @@ class RLCheckpoint(Callback):
             f"{[str(p) for p in candidates]}); only the newest keep_replays={self.keep_replays} "
             "are kept"
         )
+
+
+def _replay(trainer: Trainer) -> ReplayStorage:
+    replay = collector_link(trainer).replay
+    assert replay is not None  # checked in setup
+    return replay
 
 
 def _version(logger: Any) -> str | int | None:

@@ -13,7 +13,7 @@ from typing_extensions import override
 
 from unilab_lit import metrics as keys
 from unilab_lit import tracing
-from unilab_lit.data.base import CollectorDataModule
+from unilab_lit.data.link import CollectorLink, collector_link, has_collector_link
 from unilab_lit.trace_file import TraceStore
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ class Tracing(Callback):
     logs it, every ``log_every_n_steps`` iterations (reading logged values makes Lightning
     compute every logged metric: about a millisecond, too much to pay each iteration).
 
-    With a ``CollectorDataModule`` the collector records too (env step, policy inference,
-    shared-memory write, weight/statistics sync, wait for the learner, the pack thread, and
-    ``env_steps_per_s`` / ``replay_size`` counters) and ships batches over its metrics channel;
-    they are merged after every iteration. Timestamps of both processes come from the same
+    With a data module that runs a collector (``collector_link``) the collector records too
+    (env step, policy inference, shared-memory write, weight/statistics sync, wait for the
+    learner, the pack thread, and ``env_steps_per_s`` / ``replay_size`` counters) and ships
+    batches over its metrics channel; they are merged after every iteration. Timestamps of both processes come from the same
     system-wide monotonic clock. Without this callback nothing is recorded anywhere.
 
     The file is written at the end of ``fit`` and when ``fit`` fails.
@@ -75,6 +75,7 @@ class Tracing(Callback):
         self.collector_timeout_s = collector_timeout_s
         self._recorder: tracing.TraceRecorder | None = None
         self._store: TraceStore | None = None
+        self._link: CollectorLink | None = None  # the collector that records too, if any
         self._hooks: list[RemovableHandle] = []
         self._batch_began = 0
         self._backward_began = 0
@@ -115,7 +116,7 @@ class Tracing(Callback):
         self._recorder.add_span("training_step", self._batch_began, tracing.now_ns())
         if trainer.global_step % trainer.log_every_n_steps == 0:
             self._sample_counters(trainer)
-        self._collect(trainer, final=False)
+        self._collect(final=False)
 
     @override
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -141,11 +142,13 @@ class Tracing(Callback):
         self._recorder.name_thread("main")
         self._store = TraceStore(self.max_events)
         tracing.install(self._recorder)
-        data = trainer.datamodule
-        if isinstance(data, CollectorDataModule):
-            data.start_collector_trace()
+        if has_collector_link(trainer):
+            self._link = collector_link(trainer)
+            self._link.start_trace()
         else:
-            log.info("Tracing: no CollectorDataModule, so the trace has learner tracks only")
+            log.info(
+                "Tracing: the data module runs no collector; the trace has learner tracks only"
+            )
 
     def _hook_optimizers(self, optimizers: list[torch.optim.Optimizer]) -> None:
         # torch's own step hooks see every step(), also those that bypass Lightning's
@@ -175,25 +178,21 @@ class Tracing(Callback):
             if value is not None:
                 self._recorder.counter(name, float(value))
 
-    def _collect(self, trainer: Trainer, final: bool) -> None:
+    def _collect(self, final: bool) -> None:
         """Move the learner's new events and the collector's shipped batches into the store."""
         assert self._recorder is not None and self._store is not None
         if final or self._recorder.pending >= _DRAIN_EVENTS:
             self._store.add(self._recorder.drain())
-        data = trainer.datamodule
-        if isinstance(data, CollectorDataModule):
-            batches = (
-                data.stop_collector_trace(self.collector_timeout_s)
-                if final
-                else data.drain_collector_trace()
-            )
+        link = self._link
+        if link is not None:
+            batches = link.stop_trace(self.collector_timeout_s) if final else link.drain_trace()
             for batch in batches:
                 self._store.add(batch)
 
     def _finish(self, trainer: Trainer) -> None:
         if self._recorder is None or self._store is None:
             return
-        self._collect(trainer, final=True)
+        self._collect(final=True)
         path = self._output_path(trainer)
         self._store.write(path, first_processes=_PROCESS_ORDER)
         if self._store.dropped_events:
@@ -219,3 +218,4 @@ class Tracing(Callback):
             tracing.install(None)
         self._recorder = None
         self._store = None
+        self._link = None

@@ -5,10 +5,11 @@ from __future__ import annotations
 from lightning.pytorch import LightningModule, Trainer
 
 from callbacks._periodic import PeriodicPublisher
+from unilab_lit.data.link import collector_link
 
 
 class WeightSync(PeriodicPublisher):
-    """Publishes the module's collector policy into the data module's ``SharedWeights``.
+    """Publishes the module's collector policy to the collector (``CollectorLink.publish_weights``).
 
     The version is the learner's ``global_step`` (one step = one learner iteration):
     the collector stamps it on the data it generates, and the policy lag is measured
@@ -19,5 +20,6 @@ class WeightSync(PeriodicPublisher):
     """
 
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        shared = trainer.datamodule.shared_weights
-        shared.publish_module(pl_module.collector_policy(), version=trainer.global_step)
+        collector_link(trainer).publish_weights(
+            pl_module.collector_policy(), version=trainer.global_step
+        )

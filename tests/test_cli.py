@@ -24,7 +24,7 @@ class CliRun(NamedTuple):
 SMOKE_OVERRIDES = [
     "--trainer.max_steps=3",
     "--trainer.enable_progress_bar=false",
-    "--data.init_args.num_envs=16",
+    "--data.init_args.collector.num_envs=16",
     "--data.init_args.num_steps=8",
 ]
 
@@ -89,7 +89,10 @@ def test_print_config_round_trips(tmp_path, marked_env):
 @pytest.mark.parametrize(
     ("override", "reason"),
     [
-        ("--data.init_args.task=NoSuchTask", "unknown task 'NoSuchTask'; registered tasks:"),
+        (
+            "--data.init_args.collector.task=NoSuchTask",
+            "unknown task 'NoSuchTask'; registered tasks:",
+        ),
         ("--data.init_args.ring_slots=1", "ring_slots must be >= 2, got 1"),
         ("--model.init_args.gamma=2", "gamma must be in (0, 1], got 2.0"),
     ],

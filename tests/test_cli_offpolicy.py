@@ -11,7 +11,7 @@ from tests.test_cli import assert_no_leftovers, run_cli
 SMOKE_OVERRIDES = [
     "--trainer.max_steps=3",
     "--trainer.enable_progress_bar=false",
-    "--data.init_args.num_envs=4",
+    "--data.init_args.collector.num_envs=4",
     "--data.init_args.batch_size=16",
     "--data.init_args.learning_starts=2",
 ]
@@ -51,5 +51,5 @@ def test_gpu_config_parses_with_paper_scale_sizes(config, model, marked_env):
     assert result.returncode == 0, result.stderr[-4000:]
     printed = yaml.safe_load(result.stdout)
     assert printed["model"]["class_path"] == model
-    assert printed["data"]["init_args"]["num_envs"] == 1024
+    assert printed["data"]["init_args"]["collector"]["num_envs"] == 1024
     assert printed["data"]["init_args"]["batch_size"] == 32768

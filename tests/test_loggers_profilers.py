@@ -17,14 +17,15 @@ from tests.test_cli import SMOKE_OVERRIDES, assert_no_leftovers, run_cli
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.cli import UnilabCLI
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 
 # Short episodes, so that finished episodes (and the mean reward) arrive within a few iterations.
 FAST = [
-    "--data.init_args.num_envs=8",
+    "--data.init_args.collector.num_envs=8",
     "--data.init_args.num_steps=8",
-    "--data.init_args.task_kwargs={max_episode_steps: 16}",
+    "--data.init_args.collector.task_kwargs={max_episode_steps: 16}",
     "--trainer.log_every_n_steps=1",
 ]
 
@@ -109,8 +110,7 @@ OFFPOLICY_CONFIG = {
     "data": {
         "class_path": "unilab_lit.data.replay.ReplayDataModule",
         "init_args": {
-            "task": "CartpoleSwingup",
-            "num_envs": 4,
+            "collector": {"task": "CartpoleSwingup", "num_envs": 4},
             "batch_size": 8,
             "buffer_size": 64,
             "learning_starts": 4,
@@ -182,7 +182,7 @@ class _StopWhenShown(Callback):
 
 def test_progress_bar_shows_reward_fps_and_lag_counting_iterations_to_max_steps():
     data = RolloutDataModule(
-        task="CartpoleSwingup", num_envs=8, num_steps=8, task_kwargs={"max_episode_steps": 16}
+        CollectorOptions("CartpoleSwingup", 8, task_kwargs={"max_episode_steps": 16}), num_steps=8
     )
     spec = data.env_spec
     model = APPO(

@@ -51,7 +51,7 @@ def test_return_rises_clearly_above_baseline(
             "fit",
             "--config",
             config,
-            f"--data.init_args.task={task}",
+            f"--data.init_args.collector.task={task}",
             f"--trainer.max_steps={iterations}",
             "--trainer.enable_progress_bar=false",
             f"--trainer.logger.init_args.save_dir={tmp_path}",

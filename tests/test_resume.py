@@ -26,6 +26,7 @@ from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
@@ -39,13 +40,10 @@ NUM_ENVS, NUM_STEPS = 8, 8
 def _build() -> tuple[APPO, RolloutDataModule]:
     seed_everything(0)  # as LightningCLI does on every start, resumed or not
     data = RolloutDataModule(
-        task="CartpoleSwingup",
-        num_envs=NUM_ENVS,
+        CollectorOptions("CartpoleSwingup", NUM_ENVS, seed=1, learner_torch_threads=1),
         num_steps=NUM_STEPS,
         staging_capacity=2,  # each batch reuses the previous rollout: the pool is checkpointed
         synchronous=True,
-        seed=1,
-        learner_torch_threads=1,
     )
     spec = data.env_spec
     model = APPO(
@@ -65,11 +63,11 @@ class _FirstPublish(Callback):
     """Records what the collector can read right after the publishers' ``on_train_start``."""
 
     def on_train_start(self, trainer, pl_module) -> None:
-        data = trainer.datamodule
+        session = trainer.datamodule.session
         actor = pl_module.collector_policy_spec().build()
-        self.weights_version = data.shared_weights.load_module_if_newer(actor, NOT_PUBLISHED)
+        self.weights_version = session.shared_weights.load_module_if_newer(actor, NOT_PUBLISHED)
         self.actor_state = {k: v.clone() for k, v in actor.state_dict().items()}
-        self.obs_stats = data.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
+        self.obs_stats = session.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
 
 
 class _LagRecorder(Callback):
@@ -169,7 +167,7 @@ def test_checkpoint_holds_collector_state_and_rng_and_fits_release_everything(ru
     assert collector["env"] is not None and collector["env_steps"] == N * NUM_ENVS * NUM_STEPS
     assert set(saved["callbacks"]["RLCheckpoint"]["rng"]) >= {"python", "numpy", "torch"}
     for _, data, _ in (runs["straight"], runs["resumed"]):
-        assert data.collector is None and data.ring is None and data.gate is None
+        assert data.session is None and data.transport is None
     assert list_segments(os.getpid()) == []
 
 
@@ -197,15 +195,17 @@ OFF_ENVS, LEARNING_STARTS = 4, 6
 def _build_offpolicy() -> tuple[FastTD3, ReplayDataModule]:
     seed_everything(0)
     data = ReplayDataModule(
-        task="CartpoleSwingup",
-        num_envs=OFF_ENVS,
+        CollectorOptions(
+            "CartpoleSwingup",
+            OFF_ENVS,
+            seed=1,
+            task_kwargs={"max_episode_steps": 7},  # episodes end: exploration scales are redrawn
+            learner_torch_threads=1,
+        ),
         batch_size=8,
         buffer_size=12,  # wraps around before the checkpoint: the sidecar keeps physical order
         learning_starts=LEARNING_STARTS,
         synchronous=True,
-        seed=1,
-        task_kwargs={"max_episode_steps": 7},  # episodes end: exploration scales are redrawn
-        learner_torch_threads=1,
     )
     spec = data.env_spec
     model = FastTD3(
@@ -228,10 +228,10 @@ class _ReplayAtEnd(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         data = trainer.datamodule
-        self.released_while_training.append((data.link.released, data.pipeline.tick))
+        self.released_while_training.append((data.transport.link.released, data.pipeline.tick))
 
     def on_train_end(self, trainer, pl_module) -> None:
-        replay = trainer.datamodule.replay
+        replay = trainer.datamodule.transport.replay
         self.rows, self.write_ptr = replay.rows.clone(), replay.write_ptr
 
 
@@ -296,7 +296,7 @@ def test_replay_sidecars_sit_next_to_the_checkpoints_and_fits_release_everything
         f"replay-step={2 * N}.bin",
     }
     for _, data, _, _ in (offpolicy_runs["straight"], offpolicy_runs["resumed"]):
-        assert data.collector is None and data.replay is None
+        assert data.session is None and data.transport is None
     assert list_segments(os.getpid()) == []
 
 

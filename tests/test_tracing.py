@@ -10,7 +10,6 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,8 @@ from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.metrics import EPISODES
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.data.inbox import CollectorInbox
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.cartpole import CartpoleSwingup
@@ -146,6 +147,22 @@ def test_module_span_and_counter_record_only_with_an_installed_recorder():
     assert batch.num_events == 2
 
 
+def test_timed_gives_the_statistic_and_the_span_one_measurement():
+    with tracing.timed("untraced") as untraced:
+        time.sleep(0.001)
+    assert untraced.seconds > 0  # measured also while tracing is off
+    recorder = tracing.TraceRecorder("learner")
+    tracing.install(recorder)
+    try:
+        with tracing.timed("wait_for_data") as wait:
+            time.sleep(0.001)
+    finally:
+        tracing.install(None)
+    batch = recorder.drain()
+    assert [batch.names[i] for i in batch.span_name] == ["wait_for_data"]
+    assert (batch.span_end[0] - batch.span_begin[0]) * 1e-9 == wait.seconds
+
+
 def _batch(pid: int, process: str, tid: int, spans: list[tuple[str, int, int]]) -> Any:
     names = tuple(dict.fromkeys(name for name, _, _ in spans))
     return tracing.TraceBatch(
@@ -235,25 +252,29 @@ def test_perf_counter_is_one_clock_for_every_process():
     assert before < int(child.stdout) < after
 
 
-# ---------------------------------------------------------------- data module inbox
-def test_data_module_hands_trace_batches_and_metrics_to_separate_readers():
-    data = RolloutDataModule(num_envs=2, num_steps=2)
+# ---------------------------------------------------------------- collector inbox
+def test_inbox_hands_trace_batches_and_metrics_to_separate_readers():
     first, last = (tracing.TraceRecorder("collector").drain() for _ in range(2))
     arrivals = [
         [{"kind": EPISODES, "count": 1}, tracing.message(first, final=False)],
         [{"kind": EPISODES, "count": 2}, tracing.message(last, final=True)],
     ]
-    data.collector = SimpleNamespace(drain_metrics=lambda: arrivals.pop(0) if arrivals else [])
-    try:
-        traced = data.drain_collector_trace()  # also pulls the first episodes message
-        assert len(traced) == 1 and traced[0] is first
-        counts = [m["count"] for m in data.drain_metrics()]
-        assert counts == [1, 2]  # the one held for it, then the one it pulled itself
-        traced = data.drain_collector_trace()
-        assert len(traced) == 1 and traced[0] is last
-        assert data.drain_metrics() == [] and data.drain_collector_trace() == []
-    finally:
-        data.collector = None
+    inbox = CollectorInbox(lambda: arrivals.pop(0) if arrivals else [])
+    traced, final = inbox.drain_trace()  # also pulls the first episodes message
+    assert len(traced) == 1 and traced[0] is first and not final
+    counts = [m["count"] for m in inbox.drain_metrics()]
+    assert counts == [1, 2]  # the one held for it, then the one it pulled itself
+    traced, final = inbox.drain_trace()
+    assert len(traced) == 1 and traced[0] is last and final
+    assert inbox.drain_metrics() == [] and inbox.drain_trace() == ([], False)
+
+
+def test_inbox_counts_messages_its_reader_left_too_long():
+    arrivals = [[{"kind": EPISODES, "count": i} for i in range(1030)]]
+    inbox = CollectorInbox(lambda: arrivals.pop() if arrivals else [])
+    inbox.drain_trace()  # pulls the burst; the metrics reader keeps only the newest 1024
+    assert inbox.dropped == 6
+    assert inbox.drain_metrics()[0]["count"] == 6
 
 
 # ---------------------------------------------------------------- collector
@@ -340,7 +361,9 @@ class _RaiseAt(Callback):
 
 
 def _fit(root: Path, max_steps: int, extra: list[Callback]) -> None:
-    data = RolloutDataModule(num_envs=8, num_steps=8, ring_slots=4, staging_capacity=2)
+    data = RolloutDataModule(
+        CollectorOptions("CartpoleSwingup", 8), num_steps=8, ring_slots=4, staging_capacity=2
+    )
     spec = data.env_spec
     model = APPO(
         spec.obs_sizes[POLICY],
@@ -414,12 +437,10 @@ def test_fit_that_raises_still_writes_a_well_formed_trace(tmp_path):
 
 def test_offpolicy_fit_adds_the_copier_and_pack_thread_tracks(tmp_path):
     data = ReplayDataModule(
-        task="CartpoleSwingup",
-        num_envs=4,
+        CollectorOptions("CartpoleSwingup", 4, task_kwargs={"max_episode_steps": 50}),
         batch_size=8,
         buffer_size=64,
         learning_starts=4,
-        task_kwargs={"max_episode_steps": 50},
     )
     spec = data.env_spec
     model = FastTD3(

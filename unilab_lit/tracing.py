@@ -94,14 +94,16 @@ class TraceBatch:
 
 
 class _Span:
-    """Context manager recording one span on exit (also when the block raises)."""
+    """Context manager timing its block once: :attr:`seconds` afterwards, and the same interval
+    as a span on ``recorder`` (if any) on exit, also when the block raises."""
 
-    __slots__ = ("_begin", "_name", "_recorder")
+    __slots__ = ("_begin", "_name", "_recorder", "seconds")
 
-    def __init__(self, recorder: TraceRecorder, name: str) -> None:
+    def __init__(self, recorder: TraceRecorder | None, name: str) -> None:
         self._recorder = recorder
         self._name = name
         self._begin = 0
+        self.seconds = 0.0
 
     def __enter__(self) -> _Span:
         self._begin = now_ns()
@@ -113,7 +115,10 @@ class _Span:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._recorder.add_span(self._name, self._begin, now_ns())
+        end = now_ns()
+        self.seconds = (end - self._begin) * 1e-9
+        if self._recorder is not None:
+            self._recorder.add_span(self._name, self._begin, end)
 
 
 class _NoSpan:
@@ -262,6 +267,12 @@ def span(name: str) -> _Span | _NoSpan:
     """``with tracing.span(name):`` records the block on the current recorder, if any."""
     recorder = _current
     return _NO_SPAN if recorder is None else _Span(recorder, name)
+
+
+def timed(name: str) -> _Span:
+    """``with tracing.timed(name) as t:`` measures the block (``t.seconds``) and records it as
+    span ``name`` on the current recorder, if any: one clock for a statistic and its span."""
+    return _Span(_current, name)
 
 
 def counter(name: str, value: float) -> None:

@@ -9,9 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, WeightSync
+from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
+from unilab_lit.data.options import CollectorOptions
+from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
 from unilab_lit.nn.normalization import ObsNormalizer
 
@@ -34,25 +36,43 @@ class _Module:
             self.prog_bar.update(values)
 
 
+class _Link:
+    """A ``CollectorLink`` over real shared blocks, without a collector process."""
+
+    def __init__(self, policy: nn.Module, obs_size: int) -> None:
+        self.shared_weights = SharedWeights(flat_size(policy))
+        self.shared_obs_stats = SharedObsStats(obs_size)
+        self.env_steps = 0
+        self.last_wait_s = 0.0
+        self.ring_dropped = 0
+        self.metrics_dropped = 0
+        self.replay = None
+        self.messages: list[dict] = []
+
+    def publish_weights(self, policy: nn.Module, version: int) -> None:
+        self.shared_weights.publish_module(policy, version=version)
+
+    def publish_obs_stats(self, normalizer: ObsNormalizer, version: int) -> None:
+        self.shared_obs_stats.publish_normalizer(normalizer, version=version)
+
+    def drain_metrics(self) -> list[dict]:
+        drained, self.messages = self.messages, []
+        return drained
+
+
 @pytest.fixture
 def rig():
     module = _Module()
-    weights = SharedWeights(flat_size(module.policy))
-    stats = SharedObsStats(3)
-    data = SimpleNamespace(
-        shared_weights=weights,
-        shared_obs_stats=stats,
-        env_steps=0,
-        last_wait_s=0.0,
-        messages=[],
-    )
-    data.drain_metrics = lambda: [data.messages.pop(0) for _ in range(len(data.messages))]
+    link = _Link(module.policy, 3)
     trainer = SimpleNamespace(
-        global_step=0, datamodule=data, log_every_n_steps=1, should_stop=False
+        global_step=0,
+        datamodule=SimpleNamespace(collector_link=link),
+        log_every_n_steps=1,
+        should_stop=False,
     )
-    yield trainer, module, data
-    weights.unlink()
-    stats.unlink()
+    yield trainer, module, link
+    link.shared_weights.unlink()
+    link.shared_obs_stats.unlink()
 
 
 def test_weight_sync_publishes_on_train_start_then_every_n_steps(rig):
@@ -125,6 +145,31 @@ def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
     assert keys.MEAN_REWARD in module.prog_bar
 
 
+def test_episode_stats_monitor_logs_dropped_rollouts_and_messages(rig):
+    trainer, module, data = rig
+    monitor = EpisodeStatsMonitor()
+    monitor.on_train_start(trainer, module)
+    monitor.on_train_batch_start(trainer, module, None, 0)
+    data.ring_dropped, data.metrics_dropped = 3, 5
+    monitor.on_train_batch_end(trainer, module, None, None, 0)
+    assert module.logged[keys.RING_DROPPED] == 3.0
+    assert module.logged[keys.METRICS_DROPPED] == 5.0
+
+
+def test_collector_link_of_a_data_module_not_running_its_collector_says_so(rig):
+    trainer, module, _ = rig
+    trainer.datamodule = RolloutDataModule(CollectorOptions("CartpoleSwingup", 2), num_steps=2)
+    with pytest.raises(RuntimeError, match="RolloutDataModule runs no collector now"):
+        ObsNormSync().on_train_start(trainer, module)
+
+
+def test_callbacks_refuse_a_data_module_without_a_collector_link(rig):
+    trainer, module, _ = rig
+    trainer.datamodule = SimpleNamespace()
+    with pytest.raises(TypeError, match="needs a data module with a `collector_link`"):
+        WeightSync().on_train_start(trainer, module)
+
+
 def test_episode_stats_monitor_state_round_trips(rig):
     trainer, module, data = rig
     monitor = EpisodeStatsMonitor(window=2)
@@ -140,6 +185,30 @@ def test_episode_stats_monitor_state_round_trips(rig):
     restored.on_train_batch_end(trainer, module, None, None, 1)
     assert module.logged[keys.MEAN_REWARD] == pytest.approx(6.0)
     assert module.logged[keys.NONFINITE_RESETS] == 1.0
+
+
+def test_episode_stats_monitor_loads_a_state_without_later_keys(rig):
+    trainer, module, data = rig
+    monitor = EpisodeStatsMonitor(window=2)
+    monitor.load_state_dict({"episodes": {"return": [4.0, 6.0]}})  # no nonfinite_resets yet
+    monitor.on_train_start(trainer, module)
+    monitor.on_train_batch_start(trainer, module, None, 0)
+    monitor.on_train_batch_end(trainer, module, None, None, 0)
+    assert module.logged[keys.MEAN_REWARD] == pytest.approx(5.0)
+    assert module.logged[keys.NONFINITE_RESETS] == 0.0
+    empty = EpisodeStatsMonitor()
+    empty.load_state_dict({})
+    assert empty.state_dict() == {"episodes": {}, "nonfinite_resets": 0}
+
+
+def test_rl_checkpoint_loads_a_state_without_rng_states_and_leaves_the_generators():
+    checkpoint = RLCheckpoint()
+    checkpoint.load_state_dict({})
+    torch.manual_seed(3)
+    expected = torch.rand(2)
+    torch.manual_seed(3)
+    checkpoint.on_train_start(SimpleNamespace(), None)
+    assert torch.equal(torch.rand(2), expected)
 
 
 def test_episode_stats_monitor_logs_only_progress_bar_keys_between_logger_writes(rig):

@@ -19,6 +19,7 @@ from callbacks import EpisodeStatsMonitor, ObsNormSync, WeightSync
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import BATCH_KEYS
 from unilab_lit.collector.process import CollectorError
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.ipc import list_segments
@@ -28,12 +29,10 @@ BATCH = 8
 UPDATES = 2
 LEARNING_STARTS = 10
 DATA = {
-    "task": "CartpoleSwingup",
-    "num_envs": N_ENVS,
+    "collector": CollectorOptions("CartpoleSwingup", N_ENVS, task_kwargs={"max_episode_steps": 50}),
     "batch_size": BATCH,
     "buffer_size": 64,
     "learning_starts": LEARNING_STARTS,
-    "task_kwargs": {"max_episode_steps": 50},
 }
 SMALL_TD3 = {
     "actor_hidden_dims": (16,),
@@ -58,8 +57,8 @@ class RecordingTD3(FastTD3):
                 {
                     "tick": data.pipeline.tick,
                     "tick_offset": data.pipeline.tick_offset,
-                    "released": data.link.released,
-                    "write_ptr": data.replay.write_ptr,
+                    "released": data.transport.link.released,
+                    "write_ptr": data.transport.replay.write_ptr,
                     "fields": {k: (v.dtype, tuple(v.shape)) for k, v in batch.items()},
                 }
             )
@@ -101,7 +100,7 @@ class _CollectorPid(Callback):
     pid: int | None = None
 
     def on_train_start(self, trainer: Trainer, pl_module) -> None:
-        self.pid = trainer.datamodule.collector.pid
+        self.pid = trainer.datamodule.session.process.pid
 
 
 def _assert_released(pid: int, segments_before: set[str]) -> None:
@@ -182,14 +181,14 @@ def test_setup_rejects_a_training_step_without_dataloader_iter(tmp_path):
     data = ReplayDataModule(**DATA)
     with pytest.raises(ValueError, match="training_step must take `dataloader_iter`"):
         _trainer(tmp_path, 1).fit(_model(data, PlainStepTD3), datamodule=data)
-    assert data.collector is None
+    assert data.session is None
 
 
 def test_setup_rejects_updates_per_step_differing_from_the_model(tmp_path):
     data = ReplayDataModule(**DATA, updates_per_step=UPDATES + 1)
     with pytest.raises(ValueError, match=r"updates_per_step=3 differs from the model's"):
         _trainer(tmp_path, 1).fit(_model(data), datamodule=data)
-    assert data.collector is None
+    assert data.session is None
 
 
 @pytest.mark.parametrize(

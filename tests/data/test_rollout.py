@@ -12,15 +12,16 @@ from lightning.pytorch import Callback, Trainer
 from callbacks import ObsNormSync, WeightSync
 from unilab_lit.algos.appo import APPO
 from unilab_lit.collector.process import CollectorError
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 
 NUM_ENVS, NUM_STEPS = 8, 8
 
 
-def _build(**data_kwargs) -> tuple[APPO, RolloutDataModule]:
+def _build(**collector_kwargs) -> tuple[APPO, RolloutDataModule]:
     data = RolloutDataModule(
-        task="CartpoleSwingup", num_envs=NUM_ENVS, num_steps=NUM_STEPS, **data_kwargs
+        CollectorOptions("CartpoleSwingup", NUM_ENVS, **collector_kwargs), num_steps=NUM_STEPS
     )
     spec = data.env_spec
     model = APPO(
@@ -54,7 +55,7 @@ class _KillCollectorAt(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step == self.step:
-            os.kill(trainer.datamodule.collector.pid, signal.SIGKILL)
+            os.kill(trainer.datamodule.session.process.pid, signal.SIGKILL)
             self.killed_at = time.monotonic()
 
 
@@ -65,7 +66,7 @@ def test_fit_trains_counts_env_steps_and_releases_shared_memory():
     assert trainer.global_step == 4
     assert data.env_steps >= 4 * NUM_ENVS * NUM_STEPS
     assert data.env_steps % (NUM_ENVS * NUM_STEPS) == 0
-    assert data.collector is None and data.ring is None
+    assert data.session is None and data.transport is None
     assert list_segments(os.getpid()) == []
 
 
@@ -75,13 +76,13 @@ def test_killed_collector_fails_fit_fast_with_its_exit_code():
     with pytest.raises(CollectorError, match=r"SIGKILL") as err:
         _trainer(50, killer).fit(model, datamodule=data)
     assert time.monotonic() - killer.killed_at < 5.0, err.value
-    assert data.collector is None
+    assert data.session is None
     assert list_segments(os.getpid()) == []
 
 
 def test_ring_with_one_slot_is_rejected_before_anything_starts():
     with pytest.raises(ValueError, match="ring_slots must be >= 2, got 1"):
-        RolloutDataModule(task="CartpoleSwingup", ring_slots=1)
+        RolloutDataModule(ring_slots=1)
 
 
 class _PrefetchingAPPO(APPO):
@@ -99,5 +100,5 @@ def test_model_without_dataloader_iter_is_refused_before_the_collector_starts():
     )
     with pytest.raises(ValueError, match="training_step must take `dataloader_iter`"):
         _trainer(1).fit(model, datamodule=data)
-    assert data.collector is None
+    assert data.session is None
     assert list_segments(os.getpid()) == []

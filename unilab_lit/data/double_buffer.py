@@ -197,8 +197,7 @@ class DoubleBufferPipeline:
 
     # ------------------------------------------------------------------------ learner side
     def _advance(self) -> torch.Tensor:
-        began = time.perf_counter()
-        with tracing.span("wait_for_data"):
+        with tracing.timed("wait_for_data") as wait:
             if self.tick == 0:
                 tick = self._start()
             else:
@@ -206,7 +205,7 @@ class DoubleBufferPipeline:
                 if self.synchronous:
                     self._request(tick)
             self._wait_copied(tick)
-        self.last_wait_s = time.perf_counter() - began
+        self.last_wait_s = wait.seconds
         slot = tick % NUM_SLOTS
         if self._cuda:
             torch.cuda.current_stream(self.device).wait_event(self._copied[slot])

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from lightning.pytorch import LightningModule
 from tensordict import TensorDict
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.double_buffer import DoubleBufferPipeline
-from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
+from unilab_lit.data.options import CollectorOptions
+from unilab_lit.data.transport import Transport, unlink_blocks
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.replay import ReplayStorage, replay_columns
 
 log = logging.getLogger(__name__)
@@ -31,31 +34,27 @@ _MATRIX_COLUMNS = {
 }
 # Width-1 columns: float32 in the replay; the batch has them as [rows], the flags as bool.
 _FLAG_COLUMNS = ("done", "truncated")
+_DEFAULT_COLLECTOR = CollectorOptions(task="HalfCheetah", num_envs=16)
 
 
-def _as_is(item: TensorDict) -> TensorDict:
-    # The default collate would iterate the TensorDict and fail; items are batches already.
-    return item
-
-
-class ReplayDataset(IterableDataset):
+class ReplayDataset(FeedingDataset):
     """Endless stream of replay items in the off-policy batch contract.
 
     Each item is a ``TensorDict`` of ``batch_size × updates_per_step`` rows: ``obs``,
     ``next_obs``, ``critic_obs``, ``next_critic_obs`` ``[R, D]``, ``actions [R, A]``,
     ``reward [R]`` (float32, raw) and ``done``, ``truncated [R]`` (bool; ``done`` is
     terminated-or-truncated). The float tensors are column views of the pipeline's device
-    slot, valid until the next item is drawn. Each item also updates the owner's ``env_steps``
-    (collector steps behind the batch) and ``last_wait_s``.
+    slot, valid until the next item is drawn. :attr:`stats` counts the collector steps behind
+    the items (from ``env_steps``, the count of earlier runs) and the latest wait.
     """
 
     def __init__(
-        self, pipeline: DoubleBufferPipeline, replay: ReplayStorage, owner: ReplayDataModule
+        self, pipeline: DoubleBufferPipeline, replay: ReplayStorage, env_steps: int = 0
     ) -> None:
         self._pipeline = pipeline
         self._slices = {name: replay.column_slice(name) for name in replay.columns}
-        self._owner = owner
-        self._env_steps0 = owner.env_steps
+        self._env_steps0 = env_steps
+        self.stats = FeedStats(env_steps=env_steps)
 
     def __iter__(self) -> Iterator[TensorDict]:
         while True:
@@ -64,13 +63,80 @@ class ReplayDataset(IterableDataset):
     def _next_item(self) -> TensorDict:
         packed = self._pipeline.next()
         pipeline = self._pipeline
-        self._owner.last_wait_s = pipeline.last_wait_s
-        self._owner.env_steps = self._env_steps0 + pipeline.tick * pipeline.rows_per_tick
+        self.stats.last_wait_s = pipeline.last_wait_s
+        self.stats.env_steps = self._env_steps0 + pipeline.tick * pipeline.rows_per_tick
         item = {key: packed[:, self._slices[col]] for key, col in _MATRIX_COLUMNS.items()}
         item["reward"] = packed[:, self._slices["reward"].start]
         for key in _FLAG_COLUMNS:
             item[key] = packed[:, self._slices[key].start] != 0
         return TensorDict(item, batch_size=[packed.shape[0]], device=packed.device)
+
+
+class ReplayTransport(Transport):
+    """The ``ReplayStorage`` the lock-step collector writes into, and its ``LockstepLink``.
+
+    Args:
+        env_spec: The task's spec (column widths).
+        rows: Replay capacity in rows (``buffer_size × num_envs``).
+        sample_count: Rows of one packed batch.
+        env_steps_per_sync: Vector env steps the collector takes per release.
+    """
+
+    shrink_keys = (
+        "data.init_args.buffer_size",
+        "data.init_args.collector.num_envs",
+        "data.init_args.batch_size",
+    )
+
+    def __init__(
+        self, env_spec: EnvSpec, rows: int, sample_count: int, env_steps_per_sync: int
+    ) -> None:
+        self.rows = rows
+        self.sample_count = sample_count
+        self.env_steps_per_sync = env_steps_per_sync
+        self.columns = replay_columns(
+            env_spec.obs_sizes[POLICY], env_spec.obs_sizes[CRITIC], env_spec.action_size
+        )
+        self.link: LockstepLink | None = None
+        self._replay: ReplayStorage | None = None
+
+    @property
+    @override
+    def replay(self) -> ReplayStorage | None:
+        return self._replay
+
+    @override
+    def host_blocks(self) -> Mapping[str, int]:
+        return {
+            "replay": ReplayStorage.required_bytes(self.rows, self.columns),
+            "lockstep": LockstepLink.required_bytes(self.sample_count, sum(self.columns.values())),
+        }
+
+    @override
+    def device_blocks(self) -> Mapping[str, int]:
+        slot = self.sample_count * sum(self.columns.values()) * 4  # float32 rows
+        return {"device_slot_0": slot, "device_slot_1": slot}
+
+    @override
+    def create(self) -> OffPolicyWriterSpec:
+        self._replay = ReplayStorage(self.rows, self.columns)
+        self.link = LockstepLink(self.sample_count, self._replay.width)
+        return OffPolicyWriterSpec(
+            self._replay.handle(), self.link.handle(), self.env_steps_per_sync
+        )
+
+    @override
+    def quiesce(self, collector: CollectorProcess, timeout_s: float) -> None:
+        # The collector then waits for the next release; the replay stays as the snapshot sees it.
+        link = self.link
+        if link is not None:
+            collector.wait_for(lambda: link.steps_done >= link.released, timeout=timeout_s)
+
+    @override
+    def release(self) -> None:
+        unlink_blocks(self.link, self._replay)
+        self.link = None
+        self._replay = None
 
 
 class ReplayDataModule(CollectorDataModule):
@@ -88,8 +154,8 @@ class ReplayDataModule(CollectorDataModule):
     copier (checked in ``setup``).
 
     Args:
-        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
-        num_envs: Environments the collector steps together (>= 1).
+        collector: The collector's task, env batch, seed (also of the replay sampling), threads
+            and timeouts (``data_timeout_s``: longest wait for a batch without new replay rows).
         batch_size: Rows per minibatch (>= 1).
         updates_per_step: Minibatches per learner iteration; ``None`` takes the model's
             ``updates_per_step``, a number must equal it.
@@ -101,15 +167,6 @@ class ReplayDataModule(CollectorDataModule):
         synchronous: Collect tick ``t + 1`` only after iteration ``t`` has published its weights
             (see :class:`DoubleBufferPipeline`): a run that depends only on its seeds and an
             exact checkpoint, at the cost of the overlap of collection and learning.
-        seed: Seed of the collector's env and policy, and of the replay sampling.
-        task_kwargs: Extra keyword arguments of the task's constructor.
-        physics_threads: MuJoCo threads in the collector (>= 1).
-        collector_torch_threads: Torch intra-op threads in the collector (>= 1).
-        stall_timeout_s: A collector without progress for this long is an error (> 0).
-        data_timeout_s: Longest wait for a batch without new replay rows before failing (> 0).
-        startup_timeout_s: Longest wait for the collector to report ready (> 0).
-        learner_torch_threads: Torch threads of the learner; ``None``: the cores the collector
-            does not use (at least one).
 
     Raises:
         ValueError: if an argument is out of range.
@@ -117,22 +174,13 @@ class ReplayDataModule(CollectorDataModule):
 
     def __init__(
         self,
-        task: str = "HalfCheetah",
-        num_envs: int = 16,
+        collector: CollectorOptions = _DEFAULT_COLLECTOR,
         batch_size: int = 256,
         updates_per_step: int | None = None,
         buffer_size: int = 10_000,
         learning_starts: int = 100,
         env_steps_per_sync: int = 1,
         synchronous: bool = False,
-        seed: int = 0,
-        task_kwargs: dict[str, Any] | None = None,
-        physics_threads: int = 1,
-        collector_torch_threads: int = 1,
-        stall_timeout_s: float = 30.0,
-        data_timeout_s: float = 120.0,
-        startup_timeout_s: float = 120.0,
-        learner_torch_threads: int | None = None,
     ) -> None:
         for name, value in (
             ("batch_size", batch_size),
@@ -148,26 +196,14 @@ class ReplayDataModule(CollectorDataModule):
                 f"learning_starts must be in [0, buffer_size={buffer_size}] (the replay keeps "
                 f"buffer_size steps per env), got {learning_starts}"
             )
-        super().__init__(
-            task,
-            num_envs,
-            seed=seed,
-            task_kwargs=task_kwargs,
-            physics_threads=physics_threads,
-            collector_torch_threads=collector_torch_threads,
-            stall_timeout_s=stall_timeout_s,
-            data_timeout_s=data_timeout_s,
-            startup_timeout_s=startup_timeout_s,
-            learner_torch_threads=learner_torch_threads,
-        )
+        super().__init__(collector)
         self.batch_size = batch_size
         self.updates_per_step = updates_per_step
         self.buffer_size = buffer_size
         self.learning_starts = learning_starts
         self.env_steps_per_sync = env_steps_per_sync
         self.synchronous = synchronous
-        self.replay: ReplayStorage | None = None
-        self.link: LockstepLink | None = None
+        self.transport: ReplayTransport | None = None
         self.pipeline: DoubleBufferPipeline | None = None
         self._model_updates_per_step: int | None = None
 
@@ -181,37 +217,52 @@ class ReplayDataModule(CollectorDataModule):
     @property
     def rows_per_tick(self) -> int:
         """Replay rows the collector writes per learner iteration."""
-        return self.num_envs * self.env_steps_per_sync
-
-    @override
-    def setup(self, stage: str) -> None:
-        if stage == "fit" and self.collector is None:
-            self._bind_model(self.trainer.lightning_module)
-        super().setup(stage)
+        return self.collector.num_envs * self.env_steps_per_sync
 
     @override
     def train_dataloader(self) -> DataLoader:
-        if self.replay is None or self.link is None or self.collector is None:
+        session, transport = self.session, self.transport
+        if session is None or transport is None or transport.replay is None:
             raise RuntimeError("train_dataloader() before setup('fit') started the collector")
         if self.pipeline is not None:
             raise RuntimeError(
                 "train_dataloader() called twice for one collector; the lock-step ticks "
                 "cannot restart (reload_dataloaders_every_n_epochs is not supported)"
             )
+        assert transport.link is not None  # created with the replay
         self.pipeline = DoubleBufferPipeline(
-            self.link,
-            self.replay,
-            self.collector,
+            transport.link,
+            transport.replay,
+            session.process,
             rows_per_tick=self.rows_per_tick,
-            warmup_rows=max(1, self.learning_starts * self.num_envs),
+            warmup_rows=max(1, self.learning_starts * self.collector.num_envs),
             device=self.device,
-            seed=self.seed,
-            timeout_s=self.data_timeout_s,
+            seed=self.collector.seed,
+            timeout_s=self.collector.data_timeout_s,
             tick_offset=self.env_steps // self.rows_per_tick,
             synchronous=self.synchronous,
         )
-        dataset = ReplayDataset(self.pipeline, self.replay, self)
-        return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
+        return self._item_loader(ReplayDataset(self.pipeline, transport.replay, self.env_steps))
+
+    @override
+    def _make_transport(self, model: LightningModule) -> ReplayTransport:
+        self._bind_model(model)
+        self.transport = ReplayTransport(
+            self.env_spec,
+            self.buffer_size * self.collector.num_envs,
+            self.sample_count,
+            self.env_steps_per_sync,
+        )
+        return self.transport
+
+    @override
+    def _stop_collector(self) -> None:
+        # The copier thread reads the link's slots: it stops before they are unlinked.
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+        super()._stop_collector()
+        self.transport = None
 
     def _bind_model(self, model: LightningModule) -> None:
         model_updates = getattr(model.hparams, "updates_per_step", None)
@@ -230,57 +281,3 @@ class ReplayDataModule(CollectorDataModule):
         self._model_updates_per_step = int(
             self.updates_per_step if model_updates is None else model_updates
         )
-
-    def _columns(self) -> dict[str, int]:
-        spec = self.env_spec
-        return replay_columns(spec.obs_sizes[POLICY], spec.obs_sizes[CRITIC], spec.action_size)
-
-    @override
-    def _transport_blocks(self) -> Mapping[str, int]:
-        columns = self._columns()
-        return {
-            "replay": ReplayStorage.required_bytes(self.buffer_size * self.num_envs, columns),
-            "lockstep": LockstepLink.required_bytes(self.sample_count, sum(columns.values())),
-        }
-
-    @override
-    def _device_blocks(self) -> Mapping[str, int]:
-        slot = self.sample_count * sum(self._columns().values()) * 4  # float32 rows
-        return {"device_slot_0": slot, "device_slot_1": slot}
-
-    @property
-    @override
-    def _shrink_keys(self) -> tuple[str, ...]:
-        return (
-            "data.init_args.buffer_size",
-            "data.init_args.num_envs",
-            "data.init_args.batch_size",
-        )
-
-    @override
-    def _create_transport(self) -> OffPolicyWriterSpec:
-        self.replay = ReplayStorage(self.buffer_size * self.num_envs, self._columns())
-        self.link = LockstepLink(self.sample_count, self.replay.width)
-        return OffPolicyWriterSpec(
-            self.replay.handle(), self.link.handle(), self.env_steps_per_sync
-        )
-
-    @override
-    def _quiesce_collector(self) -> None:
-        # The collector then waits for the next release; the replay stays as the snapshot sees it.
-        link, collector = self.link, self.collector
-        if link is not None and collector is not None:
-            collector.wait_for(
-                lambda: link.steps_done >= link.released, timeout=self.stall_timeout_s
-            )
-
-    @override
-    def _release_transport(self) -> None:
-        if self.pipeline is not None:
-            self.pipeline.close()
-            self.pipeline = None
-        for block in (self.link, self.replay):
-            if block is not None:
-                block.unlink()
-        self.link = None
-        self.replay = None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
+from lightning.pytorch import LightningModule
 from tensordict import TensorDict
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import tracing
@@ -16,29 +16,29 @@ from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.rollout_gate import RolloutGate
 from unilab_lit.data.base import CollectorDataModule
+from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
-from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.data.transport import Transport, unlink_blocks
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 
 # Ring fields stored once per rollout and env ([N, ...]) rather than per step ([T, N, ...]).
 _PER_ENV = ("last_critic_obs",)
 # Float32 in shared memory (one dtype per ring), bool in the batch the algorithm sees.
 _FLAGS = ("done", "truncated")
+_DEFAULT_COLLECTOR = CollectorOptions(task="CartpoleSwingup", num_envs=64)
 
 
-def _as_is(item: TensorDict) -> TensorDict:
-    # The default collate would iterate a 0-d TensorDict and fail; items are batches already.
-    return item
-
-
-class RolloutDataset(IterableDataset):
+class RolloutDataset(FeedingDataset):
     """Infinite stream of staging-pool batches; each item waits for at least one new rollout.
 
     On each ``next``: release one rollout through ``gate`` (synchronous collection), wait
     (with collector liveness checks) until the ring holds an unread rollout, move every
     available rollout into the staging pool, and yield the pool's combined time-major batch.
-    A dead or stalled collector raises its own ``CollectorError``; no rollout within
-    ``timeout_s`` raises ``TimeoutError``.
+    :attr:`stats` counts the env steps behind the staged rollouts (from ``env_steps``) and
+    the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
+    within ``timeout_s`` raises ``TimeoutError``.
     """
 
     def __init__(
@@ -46,16 +46,16 @@ class RolloutDataset(IterableDataset):
         ring: RolloutRing,
         pool: StagingPool,
         collector: CollectorProcess,
-        owner: RolloutDataModule,
         timeout_s: float,
         gate: RolloutGate | None = None,
+        env_steps: int = 0,
     ) -> None:
         self._ring = ring
         self._gate = gate
         self._pool = pool
         self._collector = collector
-        self._owner = owner
         self._timeout_s = timeout_s
+        self.stats = FeedStats(env_steps=env_steps)
 
     def __iter__(self) -> Iterator[TensorDict]:
         while True:
@@ -66,27 +66,88 @@ class RolloutDataset(IterableDataset):
             # Every on_train_batch_end of the previous iteration has run: the collector pulls
             # the weights and statistics that iteration published.
             self._gate.release()
-        began = time.perf_counter()
         try:
-            with tracing.span("wait_for_data"):
+            with tracing.timed("wait_for_data") as wait:
                 self._collector.wait_for(
                     lambda: self._ring.available() > 0, timeout=self._timeout_s
                 )
         except TimeoutError as err:
             raise TimeoutError(
                 f"no rollout arrived within data_timeout_s={self._timeout_s} s while the "
-                f"collector is alive; raise data.init_args.data_timeout_s for slow tasks"
+                f"collector is alive; raise data.init_args.collector.data_timeout_s for slow tasks"
             ) from err
-        self._owner.last_wait_s = time.perf_counter() - began
+        self.stats.last_wait_s = wait.seconds
         staged = 0
         with tracing.span("stage_to_device"):  # ring → staging pool: the one device copy
             while self._pool.stage_from(self._ring):
                 staged += 1
             batch = self._pool.batch()
         tracing.counter("staging_pool_fill", self._pool.active)
-        self._owner.env_steps += staged * self._pool.num_steps * self._pool.num_envs
-        self._owner.last_rollouts_staged = staged
+        self.stats.env_steps += staged * self._pool.num_steps * self._pool.num_envs
         return batch
+
+
+class RolloutTransport(Transport):
+    """The ``RolloutRing`` APPO's collector writes whole rollouts into, and its gate.
+
+    Args:
+        env_spec: The task's spec (field sizes).
+        num_envs: Environments per rollout.
+        num_steps: Rollout length T.
+        ring_slots: Rollouts the ring holds.
+        synchronous: Also allocate a ``RolloutGate`` (collect one rollout per iteration).
+    """
+
+    shrink_keys = (
+        "data.init_args.collector.num_envs",
+        "data.init_args.num_steps",
+        "data.init_args.ring_slots",
+    )
+
+    def __init__(
+        self, env_spec: EnvSpec, num_envs: int, num_steps: int, ring_slots: int, synchronous: bool
+    ) -> None:
+        self.num_steps = num_steps
+        self.ring_slots = ring_slots
+        self.synchronous = synchronous
+        self.fields = rollout_fields(
+            num_steps,
+            num_envs,
+            env_spec.obs_sizes[POLICY],
+            env_spec.obs_sizes[CRITIC],
+            env_spec.action_size,
+        )
+        self.ring: RolloutRing | None = None
+        self.gate: RolloutGate | None = None
+
+    @override
+    def host_blocks(self) -> Mapping[str, int]:
+        blocks = {"rollout_ring": RolloutRing.required_bytes(self.ring_slots, self.fields)}
+        if self.synchronous:
+            blocks["rollout_gate"] = RolloutGate.required_bytes()
+        return blocks
+
+    @override
+    def create(self) -> AppoWriterSpec:
+        self.ring = RolloutRing(self.ring_slots, self.fields)
+        if self.synchronous:
+            self.gate = RolloutGate()
+        return AppoWriterSpec(
+            ring=self.ring.handle(),
+            num_steps=self.num_steps,
+            gate=None if self.gate is None else self.gate.handle(),
+        )
+
+    @override
+    def release(self) -> None:
+        unlink_blocks(self.ring, self.gate)
+        self.ring = None
+        self.gate = None
+
+    @property
+    @override
+    def dropped(self) -> int:
+        return 0 if self.ring is None else self.ring.dropped
 
 
 class RolloutDataModule(CollectorDataModule):
@@ -96,8 +157,8 @@ class RolloutDataModule(CollectorDataModule):
     device and trains on the newest ``staging_capacity`` rollouts each iteration.
 
     Args:
-        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
-        num_envs: Environments the collector steps together (>= 1).
+        collector: The collector's task, env batch, seed, threads and timeouts
+            (``data_timeout_s``: longest wait for the next rollout).
         num_steps: Rollout length T in env steps (>= 1).
         ring_slots: Rollouts the shared ring holds (>= 2); a collector that laps the
             learner drops the oldest unread ones (counted).
@@ -107,15 +168,6 @@ class RolloutDataModule(CollectorDataModule):
             weights (``unilab_lit.collector.rollout_gate``): no policy lag and a run that depends
             only on its seeds (resume-equivalence tests, debugging), at the cost of the overlap
             of collection and learning.
-        seed: Seed of the collector's env and policy sampling.
-        task_kwargs: Extra keyword arguments of the task's constructor.
-        physics_threads: MuJoCo threads in the collector (>= 1).
-        collector_torch_threads: Torch intra-op threads in the collector (>= 1).
-        stall_timeout_s: A collector without progress for this long is an error (> 0).
-        data_timeout_s: Longest wait for the next rollout before failing (> 0).
-        startup_timeout_s: Longest wait for the collector to report ready (> 0).
-        learner_torch_threads: Torch threads of the learner; ``None``: the cores the collector
-            does not use (at least one).
 
     Raises:
         ValueError: if an argument is out of range.
@@ -123,20 +175,11 @@ class RolloutDataModule(CollectorDataModule):
 
     def __init__(
         self,
-        task: str = "CartpoleSwingup",
-        num_envs: int = 64,
+        collector: CollectorOptions = _DEFAULT_COLLECTOR,
         num_steps: int = 32,
         ring_slots: int = 4,
         staging_capacity: int = 3,
         synchronous: bool = False,
-        seed: int = 0,
-        task_kwargs: dict[str, Any] | None = None,
-        physics_threads: int = 1,
-        collector_torch_threads: int = 1,
-        stall_timeout_s: float = 30.0,
-        data_timeout_s: float = 120.0,
-        startup_timeout_s: float = 120.0,
-        learner_torch_threads: int | None = None,
     ) -> None:
         if num_steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {num_steps}")
@@ -145,27 +188,14 @@ class RolloutDataModule(CollectorDataModule):
             raise ValueError(f"ring_slots must be >= 2, got {ring_slots}")
         if staging_capacity < 1:
             raise ValueError(f"staging_capacity must be >= 1, got {staging_capacity}")
-        super().__init__(
-            task,
-            num_envs,
-            seed=seed,
-            task_kwargs=task_kwargs,
-            physics_threads=physics_threads,
-            collector_torch_threads=collector_torch_threads,
-            stall_timeout_s=stall_timeout_s,
-            data_timeout_s=data_timeout_s,
-            startup_timeout_s=startup_timeout_s,
-            learner_torch_threads=learner_torch_threads,
-        )
+        super().__init__(collector)
         self.num_steps = num_steps
         self.ring_slots = ring_slots
         self.staging_capacity = staging_capacity
         self.synchronous = synchronous
-        self.ring: RolloutRing | None = None
-        self.gate: RolloutGate | None = None
+        self.transport: RolloutTransport | None = None
         self.pool: StagingPool | None = None
         self._pool_state: dict[str, Any] | None = None  # restored, for the next pool
-        self.last_rollouts_staged = 0
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -180,27 +210,24 @@ class RolloutDataModule(CollectorDataModule):
         super().load_state_dict(state_dict)
         self._pool_state = state_dict.get("staging")
 
-    @property
-    def ring_dropped(self) -> int:
-        """Rollouts the collector overwrote before the learner read them."""
-        return 0 if self.ring is None else self.ring.dropped
-
     @override
     def train_dataloader(self) -> DataLoader:
-        if self.ring is None or self.collector is None:
+        session, transport = self.session, self.transport
+        if session is None or transport is None or transport.ring is None:
             raise RuntimeError("train_dataloader() before setup('fit') started the collector")
-        fields = self.ring.fields
         pool = StagingPool(
             self.staging_capacity,
             self.num_steps,
-            self.num_envs,
+            self.collector.num_envs,
             step_fields={
                 k: (shape[2:], torch.bool if k in _FLAGS else dtype)
-                for k, (shape, dtype) in fields.items()
+                for k, (shape, dtype) in transport.fields.items()
                 if k not in (*_PER_ENV, VERSION_FIELD)
             },
             env_fields={
-                k: (shape[1:], dtype) for k, (shape, dtype) in fields.items() if k in _PER_ENV
+                k: (shape[1:], dtype)
+                for k, (shape, dtype) in transport.fields.items()
+                if k in _PER_ENV
             },
             device=self.device,
         )
@@ -209,48 +236,28 @@ class RolloutDataModule(CollectorDataModule):
             self._pool_state = None
         self.pool = pool
         dataset = RolloutDataset(
-            self.ring, pool, self.collector, self, self.data_timeout_s, self.gate
+            transport.ring,
+            pool,
+            session.process,
+            self.collector.data_timeout_s,
+            transport.gate,
+            env_steps=self.env_steps,
         )
-        return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
+        return self._item_loader(dataset)
 
-    def _fields(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-        spec = self.env_spec
-        return rollout_fields(
+    @override
+    def _make_transport(self, model: LightningModule) -> RolloutTransport:
+        self.transport = RolloutTransport(
+            self.env_spec,
+            self.collector.num_envs,
             self.num_steps,
-            self.num_envs,
-            spec.obs_sizes[POLICY],
-            spec.obs_sizes[CRITIC],
-            spec.action_size,
+            self.ring_slots,
+            self.synchronous,
         )
+        return self.transport
 
     @override
-    def _transport_blocks(self) -> Mapping[str, int]:
-        blocks = {"rollout_ring": RolloutRing.required_bytes(self.ring_slots, self._fields())}
-        if self.synchronous:
-            blocks["rollout_gate"] = RolloutGate.required_bytes()
-        return blocks
-
-    @property
-    @override
-    def _shrink_keys(self) -> tuple[str, ...]:
-        return ("data.init_args.num_envs", "data.init_args.num_steps", "data.init_args.ring_slots")
-
-    @override
-    def _create_transport(self) -> AppoWriterSpec:
-        self.ring = RolloutRing(self.ring_slots, self._fields())
-        if self.synchronous:
-            self.gate = RolloutGate()
-        return AppoWriterSpec(
-            ring=self.ring.handle(),
-            num_steps=self.num_steps,
-            gate=None if self.gate is None else self.gate.handle(),
-        )
-
-    @override
-    def _release_transport(self) -> None:
-        for block in (self.ring, self.gate):
-            if block is not None:
-                block.unlink()
-        self.ring = None
-        self.gate = None
+    def _stop_collector(self) -> None:
+        super()._stop_collector()
+        self.transport = None
         self.pool = None

@@ -1,0 +1,27 @@
+"""The learner's share of the cores: what the collector's threads leave over."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from unilab_lit.data.options import CollectorOptions
+
+log = logging.getLogger(__name__)
+
+
+def limit_learner_threads(options: CollectorOptions) -> int:
+    """Set this process's torch intra-op threads from ``options``; returns the number set.
+
+    ``learner_torch_threads`` wins; ``None`` takes the cores this process may run on
+    (taskset / cgroup cpusets, not the machine's) minus the collector's, at least one.
+    """
+    threads = options.learner_torch_threads
+    if threads is None:
+        collector_cores = max(options.physics_threads, options.collector_torch_threads)
+        threads = max(1, len(os.sched_getaffinity(0)) - collector_cores)
+    torch.set_num_threads(threads)
+    log.info("learner uses %d torch thread(s)", threads)
+    return threads
