@@ -40,6 +40,8 @@ class RLCheckpoint(Callback):
       sidecar; the ``keep_replays`` newest are kept.
     - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
       the same run directory.
+    - the run's identity (the data module's task, the world size), which ``cli.py fit
+      --ckpt_path`` compares with the configuration before it starts (``unilab_lit.resume``).
 
     Args:
         save_replay: Save and restore the data module's ``replay`` (off-policy data modules).
@@ -84,6 +86,10 @@ class RLCheckpoint(Callback):
     ) -> None:
         own = checkpoint["callbacks"][self.state_key]
         own["logger_versions"] = [_version(logger) for logger in trainer.loggers]
+        own["run"] = {
+            "task": getattr(trainer.datamodule, "task", None),
+            "world_size": trainer.world_size,
+        }
         if self.save_replay:
             own["replay_file"] = self._save_replay_sidecar(trainer)
 
