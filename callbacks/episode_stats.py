@@ -26,7 +26,10 @@ class EpisodeStatsMonitor(Callback):
     ``Perf/learn_fps`` the env steps of one iteration over the iteration's time without
     the wait for data; ``Perf/total_fps`` the env steps delivered to the learner per
     wall-clock second since training started. ``Train/env_steps`` is the data module's
-    counter (restored on resume).
+    counter (restored on resume) of env steps delivered to the learner, ``Train/learned_env_steps``
+    of those a batch contained (APPO's staging pool drops the oldest of the rollouts it drains at
+    once), ``Perf/ring_dropped_rollouts`` the rollouts the ring overwrote unread (see
+    ``unilab_lit.metrics``).
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
@@ -72,8 +75,12 @@ class EpisodeStatsMonitor(Callback):
         now = time.perf_counter()
         values = {
             keys.ENV_STEPS: float(data.env_steps),
+            # Off-policy data modules learn from every step they deliver.
+            keys.LEARNED_ENV_STEPS: float(getattr(data, "learned_env_steps", data.env_steps)),
             keys.NONFINITE_RESETS: float(self._nonfinite_resets),
         }
+        if hasattr(data, "ring_dropped"):
+            values[keys.RING_DROPPED] = float(data.ring_dropped)
         learn_s = now - self._batch_began - data.last_wait_s
         if learn_s > 0:
             values[keys.LEARN_FPS] = (data.env_steps - self._batch_env_steps0) / learn_s

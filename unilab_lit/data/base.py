@@ -26,8 +26,9 @@ from unilab_lit.collector.config import CollectorConfig, WriterSpec
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
-from unilab_lit.ipc.budget import check_allocation_budget
+from unilab_lit.ipc.budget import BudgetReport, check_allocation_budget
 from unilab_lit.ipc.obs_stats import SharedObsStats
+from unilab_lit.ipc.reclaim import collector_dir_prefix, reclaim_dead_owners
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.ipc.weights import SharedWeights, flat_size
 
@@ -136,6 +137,13 @@ class CollectorDataModule(LightningDataModule, ABC):
             return dataclasses.replace(env.spec, num_envs=self.num_envs)
         finally:
             env.close()
+
+    @override
+    def prepare_data(self) -> None:
+        # Lightning calls this before the loggers create the run directory: a plan that does not
+        # fit refuses with nothing written. Leftovers of hard-killed runs hold RAM: reclaim first.
+        reclaim_dead_owners()
+        self._check_memory_budget(self.trainer.lightning_module)
 
     @override
     def setup(self, stage: str) -> None:
@@ -294,20 +302,9 @@ class CollectorDataModule(LightningDataModule, ABC):
         policy = model.collector_policy()
         normalizer = model.obs_normalizer
         num_floats = flat_size(policy)
-        blocks = {
-            "weights": SharedWeights.required_bytes(num_floats),
-            "obs_stats": SharedObsStats.required_bytes(self.env_spec.obs_sizes[POLICY]),
-            **self._transport_blocks(),
-        }
-        report = check_allocation_budget(
-            list(blocks.items()),
-            self._shrink_keys,
-            device_blocks=list(self._device_blocks().items()),
-            device=self.device,
-        )
-        log.info("shared-memory plan fits: %s", report)
+        log.info("shared-memory plan fits: %s", self._check_memory_budget(model))
         try:
-            self._state_dir = Path(tempfile.mkdtemp(prefix="unilab_lit_collector_"))
+            self._state_dir = Path(tempfile.mkdtemp(prefix=collector_dir_prefix()))
             self.shared_weights = SharedWeights(num_floats)
             self.shared_obs_stats = SharedObsStats(self.env_spec.obs_sizes[POLICY])
             writer = self._create_transport()
@@ -334,6 +331,24 @@ class CollectorDataModule(LightningDataModule, ABC):
         except BaseException:
             self._stop_collector()
             raise
+
+    def _check_memory_budget(self, model: Any) -> BudgetReport:
+        """Every large allocation of the run against free /dev/shm, RAM and device memory.
+
+        Raises:
+            MemoryBudgetError: the plan does not fit (one line naming sizes and keys to shrink).
+        """
+        blocks = {
+            "weights": SharedWeights.required_bytes(flat_size(model.collector_policy())),
+            "obs_stats": SharedObsStats.required_bytes(self.env_spec.obs_sizes[POLICY]),
+            **self._transport_blocks(),
+        }
+        return check_allocation_budget(
+            list(blocks.items()),
+            self._shrink_keys,
+            device_blocks=list(self._device_blocks().items()),
+            device=self.device,
+        )
 
     def _stop_collector(self) -> None:
         if self.collector is not None:

@@ -184,6 +184,11 @@ class ReplayDataModule(CollectorDataModule):
         return self.num_envs * self.env_steps_per_sync
 
     @override
+    def prepare_data(self) -> None:
+        self._bind_model(self.trainer.lightning_module)  # the budget needs sample_count
+        super().prepare_data()
+
+    @override
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.collector is None:
             self._bind_model(self.trainer.lightning_module)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -84,7 +85,10 @@ class RolloutDataset(IterableDataset):
                 staged += 1
             batch = self._pool.batch()
         tracing.counter("staging_pool_fill", self._pool.active)
-        self._owner.env_steps += staged * self._pool.num_steps * self._pool.num_envs
+        rollout_steps = self._pool.num_steps * self._pool.num_envs
+        self._owner.env_steps += staged * rollout_steps
+        # Only the newest `capacity` of the rollouts staged now are in this batch.
+        self._owner.learned_env_steps += min(staged, self._pool.capacity) * rollout_steps
         self._owner.last_rollouts_staged = staged
         return batch
 
@@ -166,10 +170,12 @@ class RolloutDataModule(CollectorDataModule):
         self.pool: StagingPool | None = None
         self._pool_state: dict[str, Any] | None = None  # restored, for the next pool
         self.last_rollouts_staged = 0
+        self.learned_env_steps = 0  # env steps of rollouts a batch contained (metrics.py)
 
     @override
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
+        state["learned_env_steps"] = self.learned_env_steps
         # With one slot the staged rollout is replaced by the next iteration's: nothing to keep.
         if self.pool is not None and self.staging_capacity > 1:
             state["staging"] = self.pool.state_dict()
@@ -179,6 +185,7 @@ class RolloutDataModule(CollectorDataModule):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         self._pool_state = state_dict.get("staging")
+        self.learned_env_steps = int(state_dict.get("learned_env_steps", self.env_steps))
 
     @property
     def ring_dropped(self) -> int:
@@ -230,10 +237,25 @@ class RolloutDataModule(CollectorDataModule):
             blocks["rollout_gate"] = RolloutGate.required_bytes()
         return blocks
 
+    @override
+    def _device_blocks(self) -> Mapping[str, int]:
+        # The staging pool: staging_capacity rollouts of every ring field on the learner device.
+        per_rollout = sum(
+            math.prod(shape) * torch.empty((), dtype=torch.bool if k in _FLAGS else dtype).itemsize
+            for k, (shape, dtype) in self._fields().items()
+            if k != VERSION_FIELD
+        )
+        return {"staging_pool": self.staging_capacity * per_rollout}
+
     @property
     @override
     def _shrink_keys(self) -> tuple[str, ...]:
-        return ("data.init_args.num_envs", "data.init_args.num_steps", "data.init_args.ring_slots")
+        return (
+            "data.init_args.num_envs",
+            "data.init_args.num_steps",
+            "data.init_args.ring_slots",
+            "data.init_args.staging_capacity",
+        )
 
     @override
     def _create_transport(self) -> AppoWriterSpec:
