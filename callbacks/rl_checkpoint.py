@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,12 @@ from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
+from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
 
 log = logging.getLogger(__name__)
 
 _SIDECAR_GLOB = "replay-step=*.bin"
+_FLOAT32_BYTES = 4  # replay rows are packed float32
 
 
 class RLCheckpoint(Callback):
@@ -70,6 +73,29 @@ class RLCheckpoint(Callback):
             raise ValueError(
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
+            )
+        if self.save_replay and stage == "fit":
+            self._check_sidecar_disk(trainer.datamodule.replay, self._sidecar_dir(trainer))
+
+    def _check_sidecar_disk(self, replay: Any, directory: Path) -> None:
+        """Refuse a run whose replay sidecars cannot fit on the checkpoint disk.
+
+        ``keep_replays`` sidecars are kept, and one more exists while the newest is written.
+
+        Raises:
+            MemoryBudgetError: one line with both sizes and the keys that shrink them.
+        """
+        needed = (self.keep_replays + 1) * replay.capacity * replay.width * _FLOAT32_BYTES
+        existing = directory
+        while not existing.exists():
+            existing = existing.parent
+        free = shutil.disk_usage(existing).free
+        if needed > free:
+            raise MemoryBudgetError(
+                f"replay sidecars need {format_bytes(needed)} on disk ({self.keep_replays + 1} "
+                f"x the replay) but {existing} has {format_bytes(free)} free; shrink: "
+                "data.init_args.buffer_size, data.init_args.num_envs, keep_replays, or set "
+                "save_replay: false"
             )
 
     @override
