@@ -24,6 +24,7 @@ from __future__ import annotations
 # Only the standard library: the bench starts cli.py and reads /proc and files.
 import argparse
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +40,9 @@ CONFIGS = {"appo": "configs/appo.yaml", "fast_sac": "configs/fast_sac.yaml"}
 # the bench imports nothing of the package).
 ENV_STEPS_KEY = "Train/env_steps"
 POLICY_LAG_KEY = "Policy/lag"
+# Series sampled once per sample time (the RSS series carry their own times).
+_TIMED = ("t", "shm", "env_steps", "lag")
+RATE_WINDOW = 6  # samples per env-steps/s window (30 s at the default interval)
 
 
 def _children(pid: int) -> list[int]:
@@ -164,10 +168,31 @@ def soak(name: str, minutes: float, interval_s: float, extra: list[str]) -> dict
             proc.wait()
     series["returncode"] = [proc.returncode]
     series["log_dir"] = [str(log_dir)]
+    (log_dir / "samples.json").write_text(json.dumps(series))
     return series
 
 
+def _during_training(series: dict[str, list]) -> dict[str, list]:
+    """The samples up to the last one with the run's blocks in /dev/shm: the samples taken while
+    the run tore down (blocks unlinked, collector stopping) say nothing about steady state."""
+    alive = [i for i, shm in enumerate(series["shm"]) if shm > 0]
+    if not alive:
+        return series
+    end_t = series["t"][alive[-1]]
+    kept = {key: values[: alive[-1] + 1] for key, values in series.items() if key in _TIMED}
+    kept.update(
+        {
+            k: [(t, v) for t, v in vs if t <= end_t]
+            for k, vs in series.items()
+            if k.startswith("rss ")
+        }
+    )
+    kept.update({k: v for k, v in series.items() if k not in kept})
+    return kept
+
+
 def _report(name: str, series: dict[str, list], warmup_fraction: float) -> None:
+    series = _during_training(series)
     times = series["t"]
     if not times:
         print(
@@ -195,12 +220,13 @@ def _report(name: str, series: dict[str, list], warmup_fraction: float) -> None:
         ts, vs = zip(*series[key], strict=True)
         line(f"{key} MiB", list(ts), list(vs), MIB, ".1f", "0")
     line("/dev/shm MiB", times, series["shm"], MIB, ".1f", "0")
+    # Rates over windows of RATE_WINDOW samples: the CSV logger flushes in bursts.
     rates_t, rates = [], []
-    for i in range(1, len(times)):
-        steps, prev = series["env_steps"][i], series["env_steps"][i - 1]
+    for i in range(RATE_WINDOW, len(times), RATE_WINDOW):
+        steps, prev = series["env_steps"][i], series["env_steps"][i - RATE_WINDOW]
         if steps == steps and prev == prev and steps > prev:
             rates_t.append(times[i])
-            rates.append((steps - prev) / (times[i] - times[i - 1]))
+            rates.append((steps - prev) / (times[i] - times[i - RATE_WINDOW]))
     line("env-steps/s", rates_t, rates, 1.0, ".0f", ">= 0 (no decay)")
     line("policy lag", times, series["lag"], 1.0, ".2f", "~0")
 
