@@ -4,6 +4,8 @@ from callbacks.episode_stats import EpisodeStatsMonitor
 from callbacks.interrupt_guard import InterruptGuard
 from callbacks.obs_norm_sync import ObsNormSync
 from callbacks.rl_checkpoint import RLCheckpoint
+from callbacks.step_progress_bar import StepProgressBar
+from callbacks.stop_checkpoint import StopCheckpoint
 from callbacks.tracing import Tracing
 from callbacks.weight_sync import WeightSync
 
@@ -12,6 +14,8 @@ __all__ = [
     "InterruptGuard",
     "ObsNormSync",
     "RLCheckpoint",
+    "StepProgressBar",
+    "StopCheckpoint",
     "Tracing",
     "WeightSync",
 ]

@@ -28,9 +28,11 @@ class EpisodeStatsMonitor(Callback):
     ``Perf/learn_fps`` the env steps of one iteration over the iteration's time without
     the wait for data; ``Perf/total_fps`` the env steps delivered to the learner per
     wall-clock second since training started. ``Train/env_steps`` is the data module's
-    counter (restored on resume). ``Perf/ring_dropped_rollouts`` counts rollouts the collector
-    overwrote unread, ``Perf/metrics_dropped`` collector messages lost before the learner
-    drained them (both since the collector started).
+    counter (restored on resume) of env steps delivered to the learner, ``Train/learned_env_steps``
+    of those a batch contained (APPO's staging pool drops the oldest of the rollouts it drains at
+    once). ``Perf/ring_dropped_rollouts`` counts rollouts the collector overwrote unread,
+    ``Perf/metrics_dropped`` collector messages lost before the learner drained them (both since
+    the collector started).
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
@@ -77,6 +79,7 @@ class EpisodeStatsMonitor(Callback):
         env_steps = link.env_steps
         values = {
             keys.ENV_STEPS: float(env_steps),
+            keys.LEARNED_ENV_STEPS: float(link.learned_env_steps),
             keys.NONFINITE_RESETS: float(self._nonfinite_resets),
             keys.RING_DROPPED: float(link.ring_dropped),
             keys.METRICS_DROPPED: float(link.metrics_dropped),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,13 @@ from typing_extensions import override
 
 from unilab_lit.data.link import collector_link
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
+from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
 from unilab_lit.ipc.replay import ReplayStorage
 
 log = logging.getLogger(__name__)
 
 _SIDECAR_GLOB = "replay-step=*.bin"
+_FLOAT32_BYTES = 4  # replay rows are packed float32
 
 
 class RLCheckpoint(Callback):
@@ -42,6 +45,8 @@ class RLCheckpoint(Callback):
       sidecar; the ``keep_replays`` newest are kept.
     - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
       the same run directory.
+    - the run's identity (the data module's task, the world size), which ``cli.py fit
+      --ckpt_path`` compares with the configuration before it starts (``unilab_lit.resume``).
 
     Args:
         save_replay: Save and restore the data module's ``replay`` (off-policy data modules).
@@ -71,6 +76,29 @@ class RLCheckpoint(Callback):
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
             )
+        if self.save_replay and stage == "fit":
+            self._check_sidecar_disk(collector_link(trainer).replay, self._sidecar_dir(trainer))
+
+    def _check_sidecar_disk(self, replay: Any, directory: Path) -> None:
+        """Refuse a run whose replay sidecars cannot fit on the checkpoint disk.
+
+        ``keep_replays`` sidecars are kept, and one more exists while the newest is written.
+
+        Raises:
+            MemoryBudgetError: one line with both sizes and the keys that shrink them.
+        """
+        needed = (self.keep_replays + 1) * replay.capacity * replay.width * _FLOAT32_BYTES
+        existing = directory
+        while not existing.exists():
+            existing = existing.parent
+        free = shutil.disk_usage(existing).free
+        if needed > free:
+            raise MemoryBudgetError(
+                f"replay sidecars need {format_bytes(needed)} on disk ({self.keep_replays + 1} "
+                f"x the replay) but {existing} has {format_bytes(free)} free; shrink: "
+                "data.init_args.buffer_size, data.init_args.num_envs, keep_replays, or set "
+                "save_replay: false"
+            )
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -87,6 +115,10 @@ class RLCheckpoint(Callback):
     ) -> None:
         own = checkpoint["callbacks"][self.state_key]
         own["logger_versions"] = [_version(logger) for logger in trainer.loggers]
+        own["run"] = {
+            "task": collector_link(trainer).task,
+            "world_size": trainer.world_size,
+        }
         if self.save_replay:
             own["replay_file"] = self._save_replay_sidecar(trainer)
 

@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
+from pathlib import Path
+from typing import Any, NoReturn
 
+from jsonargparse import ActionConfigFile
 from lightning.pytorch import LightningDataModule, LightningModule
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from typing_extensions import override
 
+from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
+from callbacks.step_progress_bar import StepProgressBar
+from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.resume import continue_run_directory
+from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.resume import (
+    CheckpointMismatchError,
+    check_checkpoint_matches,
+    continue_run_directory,
+    read_checkpoint,
+    resolve_checkpoint,
+)
+
+log = logging.getLogger(__name__)
+# Model hyper-parameters the CLI links from the data module's env spec.
+_LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 
 
 def _policy_obs_size(spec: EnvSpec) -> int:
@@ -43,6 +64,22 @@ def _root_message(err: BaseException) -> str:
     return str(err)
 
 
+class _OneLineErrorParser(LightningArgumentParser):
+    """Ends a run on a config error with one line instead of usage text and a union report."""
+
+    @override
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:
+            # A nested parser (a class_path's arguments) inside union resolution: jsonargparse
+            # catches its error and tries the next type, then reports from the outer parser.
+            super().error(message, ex)
+        # "Subcommand 'fit' does not accept option ..." comes from the root parser; the keys
+        # to suggest from are the subcommand's.
+        parser = getattr(ex, "subcommand_parser", None) or self
+        option_keys = [action.dest for action in parser._actions]
+        raise SystemExit(PREFIX + summarize(message, option_keys))
+
+
 class UnilabCLI(LightningCLI):
     """``LightningCLI`` that links the data module's env spec into the model.
 
@@ -52,7 +89,14 @@ class UnilabCLI(LightningCLI):
     The saved ``config.yaml`` is overwritten on a rerun or resume instead of
     refusing to start. ``fit --ckpt_path last`` (or a path) continues the run: the
     checkpoint is found and the loggers write into its run directory
-    (``unilab_lit.resume``).
+    (``unilab_lit.resume``); a checkpoint of another model class, task, size or world size is
+    refused before anything starts.
+
+    Every failure before training ends in one line on stderr and exit status 1: a misspelled
+    or mistyped key (with the closest valid key), a YAML syntax error (file and line), a
+    constructor's validation error, a checkpoint that does not fit, a memory plan that does
+    not fit. A run stopped by SIGTERM / SIGUSR1 (``callbacks.InterruptGuard``) exits with
+    status 143 after its last checkpoint.
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
@@ -64,15 +108,39 @@ class UnilabCLI(LightningCLI):
         ):
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
         _show_library_info()
-        super().__init__(
-            LightningModule,
-            LightningDataModule,
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            save_config_kwargs={"overwrite": True},
-            args=args,
-            run=run,
+        self._resume_from: tuple[Path, dict[str, Any]] | None = None
+        try:
+            super().__init__(
+                LightningModule,
+                LightningDataModule,
+                subclass_mode_model=True,
+                subclass_mode_data=True,
+                save_config_kwargs={"overwrite": True},
+                args=args,
+                run=run,
+            )
+        except SIGTERMException:
+            log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
+            raise SystemExit(SIGTERM_EXIT_STATUS) from None
+        except MemoryBudgetError as err:
+            raise SystemExit(f"error: {err}") from None
+
+    @override
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        parser = _OneLineErrorParser(**kwargs)
+        parser.add_argument(
+            "-c", "--config", action=ActionConfigFile, help="Path to a configuration file in yaml."
         )
+        return parser
+
+    @override
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        command_line = sys.argv[1:] if args is None else args
+        if isinstance(command_line, list):
+            check_yaml_files(config_files(command_line))
+        super().parse_arguments(parser, args)
+        if self.config.get("subcommand") == "fit":
+            self._refuse_other_run(self.config.fit)
 
     def instantiate_classes(self) -> None:
         """Build model, data and trainer; a constructor's validation error ends the run in one line.
@@ -85,10 +153,52 @@ class UnilabCLI(LightningCLI):
             super().instantiate_classes()
         except (ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
+        self._count_global_steps_in_progress_bar()
+
+    def _count_global_steps_in_progress_bar(self) -> None:
+        # Lightning's default bar (added when no progress bar is configured) counts the epoch's
+        # batches and shows 1/? after a resume; ours counts global steps.
+        callbacks = self.trainer.callbacks
+        for i, callback in enumerate(callbacks):
+            if type(callback) is TQDMProgressBar:
+                callbacks[i] = StepProgressBar(refresh_rate=callback.refresh_rate)
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
             continue_run_directory(self.config.fit)
+
+    @override
+    def before_fit(self) -> None:
+        if self._resume_from is None:
+            return
+        path, checkpoint = self._resume_from
+        expected: dict[str, Any] = {key: self.model.hparams.get(key) for key in _LINKED_SIZES}
+        expected["world size"] = self.trainer.world_size
+        try:
+            check_checkpoint_matches(path, checkpoint, expected)
+        except CheckpointMismatchError as err:
+            raise SystemExit(f"error: {err}") from None
+
+    def _refuse_other_run(self, fit_config: Any) -> None:
+        """Refuse a checkpoint of another model class or task, before LightningCLI would load
+        the checkpoint's hyper-parameters (and with them its model class) into the config."""
+        try:
+            path = resolve_checkpoint(fit_config)
+            if path is None:
+                return
+            checkpoint = read_checkpoint(path)
+            data_args = fit_config.data.get("init_args") if fit_config.get("data") else None
+            check_checkpoint_matches(
+                path,
+                checkpoint,
+                {
+                    "model class": fit_config.model.get("class_path"),
+                    "task": None if data_args is None else data_args.get("collector.task"),
+                },
+            )
+        except CheckpointMismatchError as err:
+            raise SystemExit(f"error: {err}") from None
+        self._resume_from = (path, checkpoint)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for target, fn in (

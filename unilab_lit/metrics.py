@@ -6,13 +6,21 @@ from __future__ import annotations
 MEAN_REWARD = "Train/mean_reward"
 MEAN_EPISODE_LENGTH = "Train/mean_episode_length"
 EPISODE_REWARD_TERM = "Episode/rew_{term}"
+# Env steps the collector delivered to the learner: APPO, every rollout drained from the ring into
+# the staging pool, including rollouts that newer ones pushed out of the pool (it keeps the newest
+# staging_capacity) before any batch used them, but not the rollouts the ring dropped
+# (RING_DROPPED); off-policy, every transition written to the replay. Restored on resume.
 ENV_STEPS = "Train/env_steps"
+# Env steps of the rollouts a learner batch contained at least once (off-policy: every transition
+# in the replay, so equal to ENV_STEPS). Throughput in learned steps is LEARNED_ENV_STEPS / time.
+LEARNED_ENV_STEPS = "Train/learned_env_steps"
 NONFINITE_RESETS = "Train/nonfinite_resets"
 
 # Throughput.
 COLLECTION_FPS = "Perf/collection_fps"
 LEARN_FPS = "Perf/learn_fps"
 TOTAL_FPS = "Perf/total_fps"
+# Rollouts the collector overwrote in the ring before the learner read them (APPO).
 RING_DROPPED = "Perf/ring_dropped_rollouts"
 METRICS_DROPPED = "Perf/metrics_dropped"
 

@@ -6,6 +6,10 @@ a plain ``--ckpt_path last`` finds nothing and silently trains from scratch. Bef
 are built, :func:`continue_run_directory` finds the checkpoint and sets every run-directory logger
 (``save_dir`` + ``version``, e.g. TensorBoardLogger and CSVLogger) whose ``version`` is unset to
 the version it had when the checkpoint was written, so the curves continue in the same directory.
+
+:func:`check_checkpoint_matches` refuses a checkpoint written by another configuration (model
+class, task, observation or action size, world size) before anything starts; without it,
+LightningCLI would silently swap in the checkpoint's model class from its saved hyper-parameters.
 """
 
 from __future__ import annotations
@@ -22,6 +26,83 @@ log = logging.getLogger(__name__)
 # The state key RLCheckpoint's saved logger versions live under in a checkpoint's "callbacks".
 _RL_CHECKPOINT_KEY = "RLCheckpoint"
 _LAST_GLOB = "last*.ckpt"
+# Checkpoint callbacks whose ``dirpath`` holds ``last.ckpt`` (Lightning's and our subclass).
+_CHECKPOINT_CALLBACKS = ("ModelCheckpoint", "StopCheckpoint")
+# What a resumed run must share with the run that wrote the checkpoint: name -> where the
+# checkpoint keeps it (a path of keys).
+RUN_IDENTITY: dict[str, tuple[str, ...]] = {
+    "model class": ("hyper_parameters", "_class_path"),
+    "task": ("callbacks", _RL_CHECKPOINT_KEY, "run", "task"),
+    "policy_obs_size": ("hyper_parameters", "policy_obs_size"),
+    "critic_obs_size": ("hyper_parameters", "critic_obs_size"),
+    "action_size": ("hyper_parameters", "action_size"),
+    "world size": ("callbacks", _RL_CHECKPOINT_KEY, "run", "world_size"),
+}
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint cannot be resumed with this configuration; the message is one line."""
+
+
+def resolve_checkpoint(fit_config: Namespace) -> Path | None:
+    """The file ``fit_config.ckpt_path`` means (``"last"``: the newest ``last*.ckpt`` of the run's
+    checkpoint directories), or ``None`` without a ``ckpt_path`` or a matching file."""
+    ckpt_path = fit_config.get("ckpt_path")
+    if ckpt_path is None:
+        return None
+    loggers = _logger_entries(fit_config.trainer.get("logger"))
+    run_dir_loggers = [entry for entry in loggers if _has_run_directory(entry)]
+    path = _find_last(fit_config, run_dir_loggers) if ckpt_path == "last" else Path(ckpt_path)
+    return path if path is not None and path.is_file() else None
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """Load ``path`` lazily (memory-mapped) on the CPU.
+
+    Raises:
+        CheckpointMismatchError: the file is truncated or not a checkpoint; names the path.
+    """
+    try:
+        return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointMismatchError(
+            f"checkpoint {path} cannot be read (truncated or not a checkpoint: {reason}); "
+            "pass another --ckpt_path"
+        ) from None
+
+
+def check_checkpoint_matches(
+    path: Path, checkpoint: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    """Refuse a checkpoint whose run identity differs from the configuration's.
+
+    Args:
+        path: The checkpoint file (named in the message).
+        checkpoint: Its contents (:func:`read_checkpoint`).
+        expected: Values of :data:`RUN_IDENTITY` names this configuration has; names the
+            checkpoint does not record (older checkpoints) are not compared.
+
+    Raises:
+        CheckpointMismatchError: one line naming each differing item with both sides.
+    """
+    differences = []
+    for name, value in expected.items():
+        saved = _lookup(checkpoint, RUN_IDENTITY[name])
+        if saved is not None and value is not None and saved != value:
+            differences.append(f"{name} {saved} in the checkpoint, {value} in the config")
+    if differences:
+        raise CheckpointMismatchError(
+            f"checkpoint {path} was written by another configuration: {'; '.join(differences)}"
+        )
+
+
+def _lookup(tree: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if not isinstance(tree, dict) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
 
 
 def continue_run_directory(fit_config: Namespace) -> None:
@@ -30,14 +111,10 @@ def continue_run_directory(fit_config: Namespace) -> None:
     Does nothing without a ``ckpt_path`` or when ``"last"`` matches no file (Lightning then
     warns and starts afresh). Loggers with an explicit ``version`` are left alone.
     """
-    ckpt_path = fit_config.get("ckpt_path")
-    if ckpt_path is None:
+    path = resolve_checkpoint(fit_config)
+    if path is None:
         return
     loggers = _logger_entries(fit_config.trainer.get("logger"))
-    run_dir_loggers = [entry for entry in loggers if _has_run_directory(entry)]
-    path = _find_last(fit_config, run_dir_loggers) if ckpt_path == "last" else Path(ckpt_path)
-    if path is None or not path.is_file():
-        return
     fit_config.ckpt_path = str(path)
     versions = _saved_versions(path, loggers)
     for entry, version in zip(loggers, versions, strict=True):
@@ -71,7 +148,7 @@ def _find_last(fit_config: Namespace, run_dir_loggers: list[Namespace]) -> Path 
     candidates: list[Path] = []
     for callback in fit_config.trainer.get("callbacks") or []:
         if isinstance(callback, Namespace) and str(callback.get("class_path", "")).endswith(
-            "ModelCheckpoint"
+            _CHECKPOINT_CALLBACKS
         ):
             dirpath = (callback.get("init_args") or {}).get("dirpath")
             if dirpath is not None:
@@ -84,7 +161,7 @@ def _find_last(fit_config: Namespace, run_dir_loggers: list[Namespace]) -> Path 
 def _saved_versions(path: Path, loggers: list[Namespace]) -> list[Any]:
     """Logger versions RLCheckpoint saved in the checkpoint; else the version directory the
     checkpoint lies in, for the loggers rooted above it."""
-    checkpoint = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    checkpoint = read_checkpoint(path)
     saved = checkpoint.get("callbacks", {}).get(_RL_CHECKPOINT_KEY, {}).get("logger_versions")
     if saved is not None and len(saved) == len(loggers):
         return list(saved)

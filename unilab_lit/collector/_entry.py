@@ -35,9 +35,12 @@ def main(
         metrics: Metrics channel.
         spawned_at: ``time.monotonic()`` in the learner just before the spawn.
     """
-    # The learner owns shutdown: a Ctrl-C in the terminal reaches the whole process group, and a
-    # child dying first would turn a clean stop into a "collector died" error.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The learner owns shutdown: a Ctrl-C in the terminal, or a scheduler's SIGTERM / SIGUSR1,
+    # reaches the whole process group, and a child dying first would turn a clean stop (finish
+    # the iteration, checkpoint with the collector's state) into a "collector died" error. The
+    # learner's stop request, its SIGKILL, or the learner's death (watched by the loop) end it.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, signal.SIG_IGN)
     try:
         entered = time.monotonic()
         config = pickle.loads(config_bytes)

@@ -15,6 +15,7 @@ from typing_extensions import override
 
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.link import CollectorLink
+from unilab_lit.data.memory_plan import check_memory_plan
 from unilab_lit.data.model_check import require_dataloader_iter
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.session import CollectorSession
@@ -22,6 +23,8 @@ from unilab_lit.data.threads import limit_learner_threads
 from unilab_lit.data.transport import Transport
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
+from unilab_lit.ipc.reclaim import reclaim_dead_owners
+from unilab_lit.ipc.weights import flat_size
 
 
 def _as_is(item: TensorDict) -> TensorDict:
@@ -99,6 +102,19 @@ class CollectorDataModule(LightningDataModule, ABC):
         return self.trainer.strategy.root_device
 
     @override
+    def prepare_data(self) -> None:
+        # Lightning calls this before the loggers create the run directory: a plan that does not
+        # fit refuses with nothing written. Leftovers of hard-killed runs hold RAM: reclaim first.
+        reclaim_dead_owners()
+        model = self.trainer.lightning_module
+        check_memory_plan(
+            flat_size(model.collector_policy()),
+            self.env_spec.obs_sizes[POLICY],
+            self._make_transport(model),
+            self.device,
+        )
+
+    @override
     def setup(self, stage: str) -> None:
         if stage == "fit" and self._session is None:
             self._start_collector(self.trainer.lightning_module)
@@ -114,11 +130,19 @@ class CollectorDataModule(LightningDataModule, ABC):
     @override
     def state_dict(self) -> dict[str, Any]:
         snapshot = None if self._session is None else self._session.snapshot()
-        return {"env_steps": self.env_steps, "collector": snapshot}
+        feed = self._feed
+        return {
+            "env_steps": feed.env_steps,
+            "learned_env_steps": feed.learned_env_steps,
+            "collector": snapshot,
+        }
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._attach_feed(FeedStats(env_steps=int(state_dict.get("env_steps", 0))))
+        env_steps = int(state_dict.get("env_steps", 0))
+        # Checkpoints from before the learned counter: every delivered step counted as learned.
+        learned = int(state_dict.get("learned_env_steps", env_steps))
+        self._attach_feed(FeedStats(env_steps=env_steps, learned_env_steps=learned))
         self._collector_state = state_dict.get("collector")
         if self._session is not None and self._collector_state is not None:
             self._session.restore(self._collector_state)

@@ -21,8 +21,17 @@ class CollectorLink(Protocol):
     """
 
     @property
+    def task(self) -> str:
+        """The registered task the collector steps."""
+
+    @property
     def env_steps(self) -> int:
         """Collector env steps behind every batch delivered so far (restored on resume)."""
+
+    @property
+    def learned_env_steps(self) -> int:
+        """Of :attr:`env_steps`, those in the batches the learner trained on (APPO's staging
+        pool keeps only the newest rollouts of those it drains at once)."""
 
     @property
     def last_wait_s(self) -> float:

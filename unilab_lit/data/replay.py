@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping
 
@@ -45,16 +46,16 @@ class ReplayDataset(FeedingDataset):
     ``reward [R]`` (float32, raw) and ``done``, ``truncated [R]`` (bool; ``done`` is
     terminated-or-truncated). The float tensors are column views of the pipeline's device
     slot, valid until the next item is drawn. :attr:`stats` counts the collector steps behind
-    the items (from ``env_steps``, the count of earlier runs) and the latest wait.
+    the items (from ``start``, the counts of earlier runs) and the latest wait.
     """
 
     def __init__(
-        self, pipeline: DoubleBufferPipeline, replay: ReplayStorage, env_steps: int = 0
+        self, pipeline: DoubleBufferPipeline, replay: ReplayStorage, start: FeedStats | None = None
     ) -> None:
         self._pipeline = pipeline
         self._slices = {name: replay.column_slice(name) for name in replay.columns}
-        self._env_steps0 = env_steps
-        self.stats = FeedStats(env_steps=env_steps)
+        self._start = start or FeedStats()
+        self.stats = dataclasses.replace(self._start)
 
     def __iter__(self) -> Iterator[TensorDict]:
         while True:
@@ -64,7 +65,9 @@ class ReplayDataset(FeedingDataset):
         packed = self._pipeline.next()
         pipeline = self._pipeline
         self.stats.last_wait_s = pipeline.last_wait_s
-        self.stats.env_steps = self._env_steps0 + pipeline.tick * pipeline.rows_per_tick
+        delivered = pipeline.tick * pipeline.rows_per_tick  # every delivered row is sampled from
+        self.stats.env_steps = self._start.env_steps + delivered
+        self.stats.learned_env_steps = self._start.learned_env_steps + delivered
         item = {key: packed[:, self._slices[col]] for key, col in _MATRIX_COLUMNS.items()}
         item["reward"] = packed[:, self._slices["reward"].start]
         for key in _FLAG_COLUMNS:
@@ -242,7 +245,7 @@ class ReplayDataModule(CollectorDataModule):
             tick_offset=self.env_steps // self.rows_per_tick,
             synchronous=self.synchronous,
         )
-        return self._item_loader(ReplayDataset(self.pipeline, transport.replay, self.env_steps))
+        return self._item_loader(ReplayDataset(self.pipeline, transport.replay, self._feed))
 
     @override
     def _make_transport(self, model: LightningModule) -> ReplayTransport:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -36,8 +38,8 @@ class RolloutDataset(FeedingDataset):
     On each ``next``: release one rollout through ``gate`` (synchronous collection), wait
     (with collector liveness checks) until the ring holds an unread rollout, move every
     available rollout into the staging pool, and yield the pool's combined time-major batch.
-    :attr:`stats` counts the env steps behind the staged rollouts (from ``env_steps``) and
-    the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
+    :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (from
+    ``start``, the counts of earlier runs) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
     within ``timeout_s`` raises ``TimeoutError``.
     """
 
@@ -48,14 +50,14 @@ class RolloutDataset(FeedingDataset):
         collector: CollectorProcess,
         timeout_s: float,
         gate: RolloutGate | None = None,
-        env_steps: int = 0,
+        start: FeedStats | None = None,
     ) -> None:
         self._ring = ring
         self._gate = gate
         self._pool = pool
         self._collector = collector
         self._timeout_s = timeout_s
-        self.stats = FeedStats(env_steps=env_steps)
+        self.stats = dataclasses.replace(start or FeedStats())
 
     def __iter__(self) -> Iterator[TensorDict]:
         while True:
@@ -83,7 +85,10 @@ class RolloutDataset(FeedingDataset):
                 staged += 1
             batch = self._pool.batch()
         tracing.counter("staging_pool_fill", self._pool.active)
-        self.stats.env_steps += staged * self._pool.num_steps * self._pool.num_envs
+        rollout_steps = self._pool.num_steps * self._pool.num_envs
+        self.stats.env_steps += staged * rollout_steps
+        # Only the newest `capacity` of the rollouts staged now are in this batch.
+        self.stats.learned_env_steps += min(staged, self._pool.capacity) * rollout_steps
         return batch
 
 
@@ -96,20 +101,29 @@ class RolloutTransport(Transport):
         num_steps: Rollout length T.
         ring_slots: Rollouts the ring holds.
         synchronous: Also allocate a ``RolloutGate`` (collect one rollout per iteration).
+        staging_capacity: Rollouts the learner's staging pool holds on its device (memory plan).
     """
 
     shrink_keys = (
         "data.init_args.collector.num_envs",
         "data.init_args.num_steps",
         "data.init_args.ring_slots",
+        "data.init_args.staging_capacity",
     )
 
     def __init__(
-        self, env_spec: EnvSpec, num_envs: int, num_steps: int, ring_slots: int, synchronous: bool
+        self,
+        env_spec: EnvSpec,
+        num_envs: int,
+        num_steps: int,
+        ring_slots: int,
+        synchronous: bool,
+        staging_capacity: int = 1,
     ) -> None:
         self.num_steps = num_steps
         self.ring_slots = ring_slots
         self.synchronous = synchronous
+        self.staging_capacity = staging_capacity
         self.fields = rollout_fields(
             num_steps,
             num_envs,
@@ -126,6 +140,16 @@ class RolloutTransport(Transport):
         if self.synchronous:
             blocks["rollout_gate"] = RolloutGate.required_bytes()
         return blocks
+
+    @override
+    def device_blocks(self) -> Mapping[str, int]:
+        # The staging pool: staging_capacity rollouts of every ring field on the learner device.
+        per_rollout = sum(
+            math.prod(shape) * (torch.bool if name in _FLAGS else dtype).itemsize
+            for name, (shape, dtype) in self.fields.items()
+            if name != VERSION_FIELD
+        )
+        return {"staging_pool": self.staging_capacity * per_rollout}
 
     @override
     def create(self) -> AppoWriterSpec:
@@ -241,7 +265,7 @@ class RolloutDataModule(CollectorDataModule):
             session.process,
             self.collector.data_timeout_s,
             transport.gate,
-            env_steps=self.env_steps,
+            start=self._feed,
         )
         return self._item_loader(dataset)
 
@@ -253,6 +277,7 @@ class RolloutDataModule(CollectorDataModule):
             self.num_steps,
             self.ring_slots,
             self.synchronous,
+            self.staging_capacity,
         )
         return self.transport
 

@@ -20,6 +20,7 @@ from unilab_lit.data.memory_plan import check_memory_plan
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.transport import Transport, unlink_blocks
 from unilab_lit.ipc.obs_stats import SharedObsStats
+from unilab_lit.ipc.reclaim import collector_dir_prefix
 from unilab_lit.ipc.replay import ReplayStorage
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.ipc.weights import SharedWeights, flat_size
@@ -86,7 +87,7 @@ class CollectorSession:
         num_floats = flat_size(policy)
         check_memory_plan(num_floats, self.obs_size, self.transport, device)
         try:
-            self._state_dir = Path(tempfile.mkdtemp(prefix="unilab_lit_collector_"))
+            self._state_dir = Path(tempfile.mkdtemp(prefix=collector_dir_prefix()))
             self._weights = SharedWeights(num_floats)
             self._obs_stats = SharedObsStats(self.obs_size)
             writer = self.transport.create()
@@ -179,9 +180,19 @@ class CollectorSession:
 
     # ------------------------------------------------------------------- CollectorLink
     @property
+    def task(self) -> str:
+        """The registered task the collector steps."""
+        return self.options.task
+
+    @property
     def env_steps(self) -> int:
         """Collector env steps behind every batch delivered so far (restored on resume)."""
         return self._feed.env_steps
+
+    @property
+    def learned_env_steps(self) -> int:
+        """Of :attr:`env_steps`, those in the batches the learner trained on."""
+        return self._feed.learned_env_steps
 
     @property
     def last_wait_s(self) -> float:

@@ -13,8 +13,11 @@ import numpy as np
 from mujoco import batch as mj_batch
 
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
+# An env (or a learner) that keeps failing would print one line per step; counters keep the total.
+log.addFilter(RateLimitFilter())
 
 Obs = dict[str, np.ndarray]
 
@@ -236,7 +239,9 @@ class BatchedMujocoEnv(ABC):
         num_bad = int(np.count_nonzero(bad))
         if num_bad:
             log.warning(
-                "%s: %d env(s) went non-finite; resetting them", type(self).__name__, num_bad
+                "%s: %d env(s) went non-finite; resetting them (counted in Train/nonfinite_resets)",
+                type(self).__name__,
+                num_bad,
             )
             reward[bad] = 0.0
             term_values[bad] = 0.0

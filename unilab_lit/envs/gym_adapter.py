@@ -15,8 +15,11 @@ from gymnasium.vector.utils import iterate
 
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
+# An env (or a learner) that keeps failing would print one line per step; counters keep the total.
+log.addFilter(RateLimitFilter())
 
 
 def _groups(obs: np.ndarray) -> Obs:
@@ -190,7 +193,9 @@ class GymnasiumVectorAdapter:
         num_bad = int(np.count_nonzero(bad))
         if num_bad:
             log.warning(
-                "%s: %d env(s) went non-finite; resetting them", type(self).__name__, num_bad
+                "%s: %d env(s) went non-finite; resetting them (counted in Train/nonfinite_resets)",
+                type(self).__name__,
+                num_bad,
             )
             reward[bad] = 0.0
             final_obs[bad] = 0.0

@@ -3,8 +3,10 @@
 Exit paths covered for the owning process:
 - normal end and unhandled exceptions (including Ctrl-C's KeyboardInterrupt): ``atexit``;
 - an owner object garbage collected: a ``weakref.finalize`` per block (see ``block.py``);
-- SIGTERM: a handler that unlinks, then defers to whatever handler was installed before
-  (Lightning's graceful-stop notifier, or the default action: die by SIGTERM);
+- SIGTERM: a handler that unlinks, then defers to whatever handler was installed before (or
+  the default action: die by SIGTERM); while a graceful stop is in charge of SIGTERM
+  (:func:`set_graceful_sigterm`, e.g. ``callbacks.InterruptGuard`` during training) it does
+  nothing, and the stop's own exit path unlinks;
 - SIGKILL: Python's resource tracker, with which every owned segment is registered,
   unlinks what is left once every process holding the tracker's pipe has exited.
 Attaching processes (the collector) own nothing, so a crashed collector leaves nothing.
@@ -33,6 +35,7 @@ _lock = threading.Lock()
 _owned: dict[str, int] = {}
 _previous_sigterm: signal.Handlers | object | None = None
 _sigterm_installed = False
+_graceful_sigterm = False
 
 
 def track(name: str) -> None:
@@ -73,7 +76,20 @@ def unlink_all_owned() -> int:
 atexit.register(unlink_all_owned)
 
 
+def set_graceful_sigterm(enabled: bool) -> None:
+    """Tell the SIGTERM safety net whether a graceful stop is in charge of SIGTERM.
+
+    Lightning's Trainer registers its SIGTERM handler after our blocks exist and calls ours
+    after its own, so ours would unlink and kill the process before the graceful stop (finish
+    the iteration, checkpoint, stop the collector) could run. While enabled, ours does nothing.
+    """
+    global _graceful_sigterm
+    _graceful_sigterm = enabled
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    if _graceful_sigterm:
+        return
     unlink_all_owned()
     previous = _previous_sigterm
     if callable(previous):

@@ -1,0 +1,68 @@
+"""Lightning's ModelCheckpoint, with ``last`` always written at the step training stopped."""
+
+from __future__ import annotations
+
+import logging
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from typing_extensions import override
+
+log = logging.getLogger(__name__)
+
+
+class StopCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose ``last`` checkpoint holds the step training stopped at.
+
+    Lightning's ``ModelCheckpoint(save_last=True)`` writes ``last`` at the end of training
+    only if it saved a regular checkpoint at that very step or has not written ``last`` yet.
+    So once a periodic checkpoint exists (``every_n_train_steps=100``), a run stopped at step
+    131 (Ctrl-C, ``max_steps`` off the interval) keeps ``last.ckpt`` at step 100, and
+    ``--ckpt_path last`` silently resumes 31 iterations back. This subclass writes ``last`` at
+    the stop step on every stop between iterations:
+
+    - the end of training (``max_steps``, Ctrl-C through ``callbacks.InterruptGuard``, early
+      stopping);
+    - Lightning's ``SIGTERMException``, raised once the iteration during which SIGTERM arrived
+      has finished (preemption; see ``InterruptGuard``).
+
+    Any other exception keeps Lightning's behaviour (``save_on_exception``). Every argument is
+    ``ModelCheckpoint``'s.
+
+    Raises:
+        ValueError: in ``setup``, for ``save_last="link"`` (the link would point at the older
+            periodic checkpoint).
+    """
+
+    @override
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self.save_last == "link":
+            raise ValueError(
+                "StopCheckpoint(save_last='link') would link last.ckpt to an older checkpoint "
+                "than the stop step; use save_last=true"
+            )
+        super().setup(trainer, pl_module, stage)
+
+    @override
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._save_last_at_stop(trainer)
+        super().on_train_end(trainer, pl_module)
+
+    @override
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        if isinstance(exception, SIGTERMException):
+            self._save_last_at_stop(trainer)
+        else:
+            super().on_exception(trainer, pl_module, exception)
+
+    def _save_last_at_stop(self, trainer: Trainer) -> None:
+        # Skipped when this step is saved already, before any step, and outside fitting.
+        if not self.save_last or trainer.global_step == 0:
+            return
+        if self._should_skip_saving_checkpoint(trainer):
+            return
+        self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        log.info("last checkpoint at step %d: %s", trainer.global_step, self.last_model_path)

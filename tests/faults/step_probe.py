@@ -1,0 +1,36 @@
+"""A test-only callback that tells a test outside the process which step training has reached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+from typing_extensions import override
+
+
+class StepProbe(Callback):
+    """Writes ``trainer.global_step`` to ``path`` after every iteration (replace, not append).
+
+    Args:
+        path: File the step number is written to.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        scratch = self.path.with_suffix(".tmp")
+        scratch.write_text(str(trainer.global_step))
+        scratch.replace(self.path)
+
+
+def read_step(path: Path) -> int:
+    """The last step a :class:`StepProbe` wrote, or -1 before the first."""
+    try:
+        return int(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return -1

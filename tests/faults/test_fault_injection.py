@@ -1,0 +1,309 @@
+"""Fault injection on the real ``cli.py fit``: stop signals, hard kills, bad configs and checkpoints.
+
+Every test runs ``cli.py`` as a subprocess in its own session (process group), as a terminal or a
+scheduler would, and signals the whole group. The shipped configs keep their own checkpoint
+cadence (``every_n_train_steps`` 100 for APPO, 2000 for FastSAC); only sizes are shrunk.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import REPO, processes_with_mark
+from tests.faults.step_probe import read_step
+from tests.test_cli import CliRun, assert_no_leftovers, run_cli
+from unilab_lit.ipc import ShmBlock, list_segments
+from unilab_lit.ipc.reclaim import COLLECTOR_DIR_PREFIX
+
+STARTUP_S = 240  # imports, collector spawn and the first iterations on a loaded 2-core machine
+EXIT_S = 60
+APPO_TINY = [
+    "--trainer.enable_progress_bar=false",
+    "--data.init_args.collector.num_envs=16",
+    "--data.init_args.num_steps=8",
+]
+SAC_TINY = [
+    "--trainer.enable_progress_bar=false",
+    "--data.init_args.collector.num_envs=4",
+    "--data.init_args.batch_size=32",
+    "--data.init_args.buffer_size=500",
+    "--data.init_args.learning_starts=5",
+    "--model.init_args.actor_hidden_dims=[32,32]",
+    "--model.init_args.critic_hidden_dims=[32,32]",
+    "--model.init_args.num_atoms=11",
+]
+
+
+def _start_training(
+    config: str, tiny: list[str], env: dict[str, str], out: Path, step: int
+) -> subprocess.Popen:
+    """``cli.py fit`` in its own process group (``out/runs``), once it has finished ``step``."""
+    probe = out / "step"
+    args = [
+        *tiny,
+        "--trainer.max_steps=100000",
+        f"--trainer.logger.init_args.save_dir={out / 'runs'}",
+        "--trainer.callbacks+=tests.faults.step_probe.StepProbe",
+        f"--trainer.callbacks.path={probe}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "cli.py", "fit", "--config", config, *args],
+        cwd=REPO,
+        env=env,
+        stdout=open(out / "stdout", "w"),  # noqa: SIM115 - closed by the OS when the child exits
+        stderr=open(out / "stderr", "w"),  # noqa: SIM115
+        start_new_session=True,  # its own process group, signalled as a whole
+    )
+    _wait_for_step(proc, probe, step, out)
+    return proc
+
+
+def _wait_for_step(proc: subprocess.Popen, probe: Path, step: int, out: Path) -> None:
+    deadline = time.monotonic() + STARTUP_S
+    while read_step(probe) < step:
+        assert proc.poll() is None, (out / "stderr").read_text()[-4000:]
+        assert time.monotonic() < deadline, f"training did not reach step {step}"
+        time.sleep(0.05)
+
+
+def _signal_group_and_wait(proc: subprocess.Popen, signum: int) -> int:
+    try:
+        os.killpg(proc.pid, signum)
+        return proc.wait(timeout=EXIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _last_checkpoint(root: Path) -> dict:
+    (last,) = root.rglob("last.ckpt")
+    return torch.load(last, weights_only=True, map_location="cpu")
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr[-4000:]
+    return lines[0]
+
+
+def test_sigint_off_the_checkpoint_interval_writes_last_at_the_stop_step_and_resume_continues(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    runs, probe = tmp_path / "runs", tmp_path / "step"
+    # Past the periodic checkpoint at step 100.
+    proc = _start_training("configs/appo.yaml", APPO_TINY, env, tmp_path, 103)
+    returncode = _signal_group_and_wait(proc, signal.SIGINT)
+    stderr = (tmp_path / "stderr").read_text()
+    assert returncode == 0, stderr[-4000:]
+    stop_step = read_step(probe)
+    assert stop_step % 100 != 0
+    assert list(runs.rglob("*step=100.ckpt")), "the shipped periodic checkpoint is missing"
+    checkpoint = _last_checkpoint(runs)
+    assert checkpoint["global_step"] == stop_step
+    assert checkpoint["RolloutDataModule"]["collector"]["env"] is not None
+    assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
+
+    resumed = run_cli(
+        [
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            *APPO_TINY,
+            f"--trainer.max_steps={stop_step + 2}",
+            f"--trainer.logger.init_args.save_dir={runs}",
+            "--ckpt_path=last",
+        ],
+        env,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "Restoring states from the checkpoint path" in resumed.stdout + resumed.stderr
+    assert _last_checkpoint(runs)["global_step"] == stop_step + 2
+    assert len(list(runs.glob("*/version_*"))) == 1, "the resume started a new run directory"
+    assert_no_leftovers(resumed, mark)
+
+
+def test_sigterm_to_the_group_writes_last_checkpoint_with_replay_and_exits_143(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    runs, probe = tmp_path / "runs", tmp_path / "step"
+    proc = _start_training("configs/fast_sac.yaml", SAC_TINY, env, tmp_path, 3)
+    returncode = _signal_group_and_wait(proc, signal.SIGTERM)
+    stderr = (tmp_path / "stderr").read_text()
+    assert returncode == 143, stderr[-4000:]
+    assert "SIGTERM at step" in stderr
+    stop_step = read_step(probe)
+    checkpoint = _last_checkpoint(runs)
+    assert checkpoint["global_step"] == stop_step
+    assert checkpoint["ReplayDataModule"]["collector"] is not None
+    assert list(runs.rglob(f"replay-step={stop_step}.bin")), "no replay sidecar at the stop step"
+    assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
+
+
+def test_new_start_reclaims_blocks_of_a_group_sigkilled_run_and_spares_live_ones(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    proc = _start_training("configs/appo.yaml", APPO_TINY, env, tmp_path, 2)
+    killed_pid = proc.pid
+    _signal_group_and_wait(proc, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while processes_with_mark(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leaked = list_segments(killed_pid)
+    assert leaked, "a group SIGKILL left nothing to reclaim (the test proves nothing)"
+    temp_dirs = list(Path(tempfile.gettempdir()).glob(f"{COLLECTOR_DIR_PREFIX}{killed_pid}_*"))
+    assert temp_dirs, "the collector's temp directory did not outlive the kill"
+    live = ShmBlock.create(64, "live_owner")  # this test process: alive
+    try:
+        restart = run_cli(
+            [
+                "fit",
+                "--config",
+                "configs/appo.yaml",
+                *APPO_TINY,
+                "--trainer.max_steps=1",
+                f"--trainer.logger.init_args.save_dir={tmp_path / 'runs2'}",
+            ],
+            env,
+        )
+        assert restart.returncode == 0, restart.stderr[-4000:]
+        assert list_segments(killed_pid) == []
+        assert all(not d.exists() for d in temp_dirs)
+        assert f"left by dead process(es) [{killed_pid}]" in restart.stderr
+        assert live.name in list_segments(os.getpid())
+    finally:
+        live.unlink()
+    assert_no_leftovers(restart, mark)
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "--model.init_args.gama=0.9",
+            "model.init_args.gama: APPO has no argument 'gama'; did you mean gamma?",
+        ),
+        ("--data.init_args.collector.num_envs=abc", "data.init_args.collector.num_envs: expected int, got 'abc'"),
+        ("--trainer.max_stpes=3", "unknown option 'trainer.max_stpes'; did you mean"),
+    ],
+)
+def test_misspelled_or_mistyped_key_fails_in_one_line(override, expected, marked_env):
+    env, mark = marked_env
+    result = run_cli(["fit", "--config", "configs/appo.yaml", override], env, timeout=120)
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert line.startswith("error: invalid config: ") and expected in line
+    assert_no_leftovers(result, mark)
+
+
+def test_broken_yaml_fails_in_one_line_naming_file_and_line(tmp_path, marked_env):
+    env, _ = marked_env
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("trainer:\n  max_steps: 3\nmodel:\n  init_args: [1, 2\n")
+    result = run_cli(["fit", "--config", str(broken)], env, timeout=120)
+    assert result.returncode == 1
+    line = _one_line(result.stderr)
+    assert line.startswith(f"error: invalid config: {broken}, line ")
+
+
+@pytest.fixture(scope="module")
+def appo_checkpoint(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("appo_ckpt")
+    result = run_cli(
+        [
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            *APPO_TINY,
+            "--trainer.max_steps=2",
+            f"--trainer.logger.init_args.save_dir={runs}",
+        ],
+        dict(os.environ),
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    (last,) = runs.rglob("last.ckpt")
+    return last
+
+
+def test_checkpoint_of_another_model_and_task_is_refused_in_one_line(appo_checkpoint, tmp_path):
+    result = run_cli(
+        [
+            "fit",
+            "--config",
+            "configs/fast_sac.yaml",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+            f"--ckpt_path={appo_checkpoint}",
+        ],
+        dict(os.environ),
+        timeout=120,
+    )
+    assert result.returncode == 1
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: checkpoint {appo_checkpoint} was written by another config")
+    assert (
+        "model class unilab_lit.algos.appo.APPO in the checkpoint, "
+        "unilab_lit.algos.fast_sac.FastSAC in the config" in line
+    )
+    assert "task CartpoleSwingup in the checkpoint, HalfCheetah in the config" in line
+
+
+def test_truncated_checkpoint_is_refused_naming_its_path(appo_checkpoint, tmp_path):
+    truncated = tmp_path / "truncated.ckpt"
+    data = appo_checkpoint.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    result = run_cli(
+        [
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+            f"--ckpt_path={truncated}",
+        ],
+        dict(os.environ),
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: checkpoint {truncated} cannot be read")
+    )
+
+
+def test_staging_pool_over_the_memory_budget_is_refused_before_the_run_directory(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    runs = tmp_path / "runs"
+    result = run_cli(
+        [
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            "--data.init_args.collector.num_envs=8192",
+            "--data.init_args.num_steps=1024",
+            "--data.init_args.staging_capacity=2000",
+            f"--trainer.logger.init_args.save_dir={runs}",
+        ],
+        env,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: RAM needed") and "staging_pool" in line
+    assert "data.init_args.staging_capacity" in line
+    assert "Traceback" not in result.stderr
+    assert not list(runs.glob("*/version_*")), "the run directory was created"
+    assert_no_leftovers(result, mark)

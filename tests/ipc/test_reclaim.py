@@ -1,0 +1,43 @@
+"""Reclaiming leftovers of dead processes: by the pid in the name, never those of a live one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from unilab_lit.ipc.reclaim import COLLECTOR_DIR_PREFIX, pid_is_alive, reclaim_dead_owners
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_reclaim_removes_blocks_and_dirs_of_dead_pids_and_keeps_live_ones(tmp_path, caplog):
+    shm, temp = tmp_path / "shm", tmp_path / "tmp"
+    shm.mkdir()
+    temp.mkdir()
+    dead, live = _dead_pid(), os.getpid()
+    assert not pid_is_alive(dead)
+    for pid in (dead, live):
+        (shm / f"unilab_lit_{pid}_weights_0a1b2c3d").write_bytes(b"x" * 64)
+        (temp / f"{COLLECTOR_DIR_PREFIX}{pid}_abc").mkdir()
+    (shm / "unilab_lit_notapid_x").write_bytes(b"x")  # not attributable: left alone
+    with caplog.at_level("INFO", logger="unilab_lit.ipc.reclaim"):
+        reclaimed = reclaim_dead_owners(shm_dir=str(shm), temp_dir=str(temp))
+    assert reclaimed.blocks == [f"unilab_lit_{dead}_weights_0a1b2c3d"]
+    assert reclaimed.directories == [f"{COLLECTOR_DIR_PREFIX}{dead}_abc"]
+    assert sorted(p.name for p in shm.iterdir()) == [
+        f"unilab_lit_{live}_weights_0a1b2c3d",
+        "unilab_lit_notapid_x",
+    ]
+    assert [p.name for p in temp.iterdir()] == [f"{COLLECTOR_DIR_PREFIX}{live}_abc"]
+    assert len(caplog.records) == 1 and f"[{dead}]" in caplog.records[0].getMessage()
+
+
+def test_reclaim_with_nothing_dead_logs_nothing(tmp_path, caplog):
+    with caplog.at_level("INFO", logger="unilab_lit.ipc.reclaim"):
+        assert not reclaim_dead_owners(shm_dir=str(tmp_path), temp_dir=str(tmp_path))
+    assert caplog.records == []
