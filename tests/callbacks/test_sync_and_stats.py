@@ -42,7 +42,9 @@ class _Link:
     def __init__(self, policy: nn.Module, obs_size: int) -> None:
         self.shared_weights = SharedWeights(flat_size(policy))
         self.shared_obs_stats = SharedObsStats(obs_size)
+        self.task = "CartpoleSwingup"
         self.env_steps = 0
+        self.learned_env_steps = 0
         self.last_wait_s = 0.0
         self.ring_dropped = 0
         self.metrics_dropped = 0
@@ -127,7 +129,7 @@ def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
     monitor = EpisodeStatsMonitor(window=3)
     monitor.on_train_start(trainer, module)
     monitor.on_train_batch_start(trainer, module, None, 0)
-    data.env_steps = 1000
+    data.env_steps, data.learned_env_steps = 1000, 600
     data.messages += [
         _episodes([1.0, 2.0], [10, 20], [0.5, 0.5]),
         _episodes([3.0, 4.0], [30, 40], [1.0, 1.0]),
@@ -140,6 +142,7 @@ def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
     assert logged[keys.episode_reward_term("upright")] == pytest.approx(2.5 / 3)
     assert logged[keys.COLLECTION_FPS] == 1234.0
     assert logged[keys.ENV_STEPS] == 1000.0
+    assert logged[keys.LEARNED_ENV_STEPS] == 600.0
     assert logged[keys.NONFINITE_RESETS] == 2.0
     assert logged[keys.TOTAL_FPS] > 0 and logged[keys.LEARN_FPS] > 0
     assert keys.MEAN_REWARD in module.prog_bar
