@@ -97,6 +97,11 @@ class CollectorDataModule(LightningDataModule, ABC):
         return self._feed.env_steps
 
     @property
+    def learned_env_steps(self) -> int:
+        """Of :attr:`env_steps`, those in the batches the learner trained on (restored on resume)."""
+        return self._feed.learned_env_steps
+
+    @property
     def device(self) -> torch.device:
         """The learner's device."""
         return self.trainer.strategy.root_device
