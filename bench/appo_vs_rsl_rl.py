@@ -212,6 +212,11 @@ def run_rsl_rl(
 
 def _child(args: argparse.Namespace) -> None:
     """One side in this process; prints one ``RESULT {json}`` line."""
+    if args.side == "ours":
+        # As ``cli.py fit`` does: the collector imports torch while this process imports Lightning.
+        from unilab_lit.collector.prestart import prestart
+
+        prestart()
     if args.side == "rsl_rl":
         import torch
 

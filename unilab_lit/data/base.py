@@ -330,7 +330,9 @@ class CollectorDataModule(LightningDataModule, ABC):
                 )
             )
             self._hand_over_collector_state()
-            self.collector.start(timeout=self.startup_timeout_s)
+            # Spawned, not awaited: the child imports while the trainer builds; the data
+            # loaders wait for it (wait_ready) before their first item.
+            self.collector.spawn(timeout=self.startup_timeout_s)
         except BaseException:
             self._stop_collector()
             raise

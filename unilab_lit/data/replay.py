@@ -198,6 +198,7 @@ class ReplayDataModule(CollectorDataModule):
                 "train_dataloader() called twice for one collector; the lock-step ticks "
                 "cannot restart (reload_dataloaders_every_n_epochs is not supported)"
             )
+        self.collector.wait_ready()
         self.pipeline = DoubleBufferPipeline(
             self.link,
             self.replay,

@@ -189,6 +189,7 @@ class RolloutDataModule(CollectorDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.ring is None or self.collector is None:
             raise RuntimeError("train_dataloader() before setup('fit') started the collector")
+        self.collector.wait_ready()
         fields = self.ring.fields
         pool = StagingPool(
             self.staging_capacity,
