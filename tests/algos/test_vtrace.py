@@ -91,15 +91,23 @@ def _run(x, rho_bar, c_bar, lam=1.0):
 
 
 @pytest.mark.parametrize(
-    ("rho_bar", "c_bar", "seed"), [(1.0, 1.0, 0), (2.0, 0.5, 1), (0.8, 1.5, 2)]
+    ("rho_bar", "c_bar", "lam", "seed"),
+    [
+        (1.0, 1.0, 1.0, 0),
+        (2.0, 0.5, 1.0, 1),
+        (0.8, 1.5, 1.0, 2),
+        (1.0, 1.0, 0.95, 8),
+        (2.0, 0.5, 0.5, 9),
+        (1.0, 1.0, 0.0, 10),
+    ],
 )
-def test_vtrace_matches_paper_n_step_sum_with_dones_and_truncations(rho_bar, c_bar, seed):
+def test_vtrace_matches_n_step_sum_with_dones_truncations_and_lambda(rho_bar, c_bar, lam, seed):
     x = _random_inputs(T=12, M=9, seed=seed)
     assert x["terminated"].any() and x["truncated"].any()
-    out = _run(x, rho_bar, c_bar)
+    out = _run(x, rho_bar, c_bar, lam)
     ref_vs, ref_adv = _reference(
         x["log_rhos"], x["rewards"], x["values"], x["bootstrap"],
-        x["terminated"], x["truncated"], x["final_values"], rho_bar, c_bar,
+        x["terminated"], x["truncated"], x["final_values"], rho_bar, c_bar, lam,
     )  # fmt: skip
     torch.testing.assert_close(out.vs, ref_vs, atol=1e-5, rtol=0)
     torch.testing.assert_close(out.pg_advantages, ref_adv, atol=1e-5, rtol=0)
@@ -155,22 +163,6 @@ def test_vtrace_rejects_mismatched_shapes_naming_the_input():
             x["log_rhos"], x["rewards"][:3], x["values"], x["bootstrap"],
             x["values"], x["truncated"], x["final_values"], gamma=GAMMA,
         )  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("lam", "rho_bar", "c_bar", "seed"),
-    [(0.95, 1.0, 1.0, 8), (0.5, 2.0, 0.5, 9), (0.0, 1.0, 1.0, 10)],
-)
-def test_vtrace_lambda_matches_lambda_weighted_n_step_sum(lam, rho_bar, c_bar, seed):
-    x = _random_inputs(T=10, M=7, seed=seed)
-    assert x["terminated"].any() and x["truncated"].any()
-    out = _run(x, rho_bar, c_bar, lam)
-    ref_vs, ref_adv = _reference(
-        x["log_rhos"], x["rewards"], x["values"], x["bootstrap"],
-        x["terminated"], x["truncated"], x["final_values"], rho_bar, c_bar, lam,
-    )  # fmt: skip
-    torch.testing.assert_close(out.vs, ref_vs, atol=1e-5, rtol=0)
-    torch.testing.assert_close(out.pg_advantages, ref_adv, atol=1e-5, rtol=0)
 
 
 def test_vtrace_lambda_zero_on_policy_is_one_step_td_target():
