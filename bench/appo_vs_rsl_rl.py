@@ -100,8 +100,13 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     return stop.result
 
 
-def _rsl_rl_train_cfg(model_hparams, num_steps: int) -> dict:
-    """rsl_rl's runner config with our APPO's sizes and coefficients."""
+def _rsl_rl_train_cfg(model_hparams, num_steps: int, staging_capacity: int) -> dict:
+    """rsl_rl's runner config with our APPO's sizes and coefficients.
+
+    rsl_rl trains on each sample for ``num_learning_epochs`` passes; ours trains on each rollout in
+    ``staging_capacity`` consecutive iterations of ``num_learning_epochs`` passes each, so rsl_rl
+    gets their product: both sides take the same gradient passes per collected sample.
+    """
     hp = model_hparams
     distribution = {
         "class_name": "GaussianDistribution",
@@ -115,7 +120,7 @@ def _rsl_rl_train_cfg(model_hparams, num_steps: int) -> dict:
         "logger": "tensorboard",
         "algorithm": {
             "class_name": "PPO",
-            "num_learning_epochs": hp.num_learning_epochs,
+            "num_learning_epochs": hp.num_learning_epochs * staging_capacity,
             "num_mini_batches": hp.num_mini_batches,
             "clip_param": hp.clip_param,
             "gamma": hp.gamma,
@@ -159,7 +164,7 @@ def run_rsl_rl(
 
     cli = _cli(config, log_dir, seed)
     data = cli.datamodule
-    train_cfg = _rsl_rl_train_cfg(cli.model.hparams, data.num_steps)
+    train_cfg = _rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity)
     physics_threads = physics_threads or data.physics_threads
     torch.manual_seed(seed)
 
