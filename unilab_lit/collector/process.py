@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import pickle
@@ -64,10 +65,11 @@ def _shutdown(
 class CollectorProcess:
     """The collector subprocess (spawn context) as seen from the learner.
 
-    The learner calls :meth:`start` once (or :meth:`spawn`, builds, then :meth:`wait_ready`), :meth:`check` (or :meth:`wait_for` while blocked on
-    data) regularly, :meth:`drain_metrics` for episode stats and timings, and :meth:`stop` on every
-    exit path. ``stop`` is idempotent and also runs when the object is garbage collected and at
-    interpreter exit, so no child outlives the learner.
+    The learner calls :meth:`start` once (or :meth:`spawn`, builds, then :meth:`wait_ready`),
+    :meth:`check` (or :meth:`wait_for` while blocked on data) regularly, :meth:`drain_metrics` for
+    episode stats and timings, and :meth:`stop` on every exit path. ``stop`` is idempotent and
+    also runs when the object is garbage collected and at interpreter exit, so no child outlives
+    the learner.
 
     Args:
         config: Everything the child needs to build env, actor and writer; must pickle.
@@ -152,7 +154,9 @@ class CollectorProcess:
         self._ready_timeout = timeout
         if self._prestarted is not None:
             # Already imported torch and the collector modules; it builds once it has the config.
-            self._prestarted.connection.send_bytes(config_bytes)
+            # A child that died since it was claimed is reported by wait_ready / check.
+            with contextlib.suppress(OSError):
+                self._prestarted.connection.send_bytes(config_bytes)
             self._prestarted.connection.close()
             return
         self._process = self._ctx.Process(
