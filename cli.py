@@ -7,8 +7,16 @@ had to import Lightning here would pay seconds before its first line.
 
 from __future__ import annotations
 
+import sys
+
 
 def main(args: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if args is None else args
+    if argv[:1] == ["fit"]:
+        # The collector child imports torch while this process imports Lightning.
+        from unilab_lit.collector.prestart import prestart
+
+        prestart()
     from unilab_lit.cli import UnilabCLI
 
     UnilabCLI(args=args)

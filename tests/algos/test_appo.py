@@ -107,6 +107,7 @@ def _model(**kwargs) -> APPO:
         ("gamma", 1.5),
         ("clip_rho_threshold", 0.0),
         ("clip_c_threshold", -1.0),
+        ("vtrace_lambda", 1.5),
         ("clip_param", 1.0),
         ("entropy_coef", -0.1),
         ("num_learning_epochs", 0),

@@ -9,9 +9,13 @@ GAMMA = 0.9
 
 
 def _reference(
-    log_rhos, rewards, values, bootstrap, terminated, truncated, final_values, rho_bar, c_bar
-):
+    log_rhos, rewards, values, bootstrap, terminated, truncated, final_values, rho_bar, c_bar,
+    lam=1.0,
+):  # fmt: skip
     """Paper eq. 1 written as the explicit n-step sum, element by element, in float64.
+
+    ``lam`` < 1 is rlax's λ-V-trace: every trace coefficient is ``λ·min(c̄, ρ)`` and the
+    advantage bootstraps from ``λ·v_{s+1} + (1 − λ)·V(x_{s+1})``.
 
     Timeouts: the reward of a truncated step gets γ·V(final_obs); both kinds of done zero the
     discount, which cuts the product of c's and the bootstrap across the episode boundary.
@@ -42,11 +46,11 @@ def _reference(
             for t in range(s, T):
                 weight = 1.0
                 for i in range(s, t):
-                    weight *= discount(i, m) * min(c_bar, rho[i][m])
+                    weight *= discount(i, m) * lam * min(c_bar, rho[i][m])
                 total += weight * delta(t, m)
             vs[s][m] = total
         for s in range(T):
-            v_next = vs[s + 1][m] if s + 1 < T else bootstrap[m].item()
+            v_next = lam * vs[s + 1][m] + (1 - lam) * value(s + 1, m) if s + 1 < T else value(T, m)
             adv[s][m] = min(rho_bar, rho[s][m]) * (
                 reward(s, m) + discount(s, m) * v_next - value(s, m)
             )
@@ -69,7 +73,7 @@ def _random_inputs(T, M, seed):
     }
 
 
-def _run(x, rho_bar, c_bar):
+def _run(x, rho_bar, c_bar, lam=1.0):
     done = x["terminated"] | x["truncated"]
     return vtrace(
         x["log_rhos"],
@@ -82,19 +86,28 @@ def _run(x, rho_bar, c_bar):
         gamma=GAMMA,
         clip_rho_threshold=rho_bar,
         clip_c_threshold=c_bar,
+        lambda_=lam,
     )
 
 
 @pytest.mark.parametrize(
-    ("rho_bar", "c_bar", "seed"), [(1.0, 1.0, 0), (2.0, 0.5, 1), (0.8, 1.5, 2)]
+    ("rho_bar", "c_bar", "lam", "seed"),
+    [
+        (1.0, 1.0, 1.0, 0),
+        (2.0, 0.5, 1.0, 1),
+        (0.8, 1.5, 1.0, 2),
+        (1.0, 1.0, 0.95, 8),
+        (2.0, 0.5, 0.5, 9),
+        (1.0, 1.0, 0.0, 10),
+    ],
 )
-def test_vtrace_matches_paper_n_step_sum_with_dones_and_truncations(rho_bar, c_bar, seed):
+def test_vtrace_matches_n_step_sum_with_dones_truncations_and_lambda(rho_bar, c_bar, lam, seed):
     x = _random_inputs(T=12, M=9, seed=seed)
     assert x["terminated"].any() and x["truncated"].any()
-    out = _run(x, rho_bar, c_bar)
+    out = _run(x, rho_bar, c_bar, lam)
     ref_vs, ref_adv = _reference(
         x["log_rhos"], x["rewards"], x["values"], x["bootstrap"],
-        x["terminated"], x["truncated"], x["final_values"], rho_bar, c_bar,
+        x["terminated"], x["truncated"], x["final_values"], rho_bar, c_bar, lam,
     )  # fmt: skip
     torch.testing.assert_close(out.vs, ref_vs, atol=1e-5, rtol=0)
     torch.testing.assert_close(out.pg_advantages, ref_adv, atol=1e-5, rtol=0)
@@ -150,3 +163,19 @@ def test_vtrace_rejects_mismatched_shapes_naming_the_input():
             x["log_rhos"], x["rewards"][:3], x["values"], x["bootstrap"],
             x["values"], x["truncated"], x["final_values"], gamma=GAMMA,
         )  # fmt: skip
+
+
+def test_vtrace_lambda_zero_on_policy_is_one_step_td_target():
+    x = _random_inputs(T=4, M=3, seed=11)
+    x["log_rhos"].zero_()
+    x["terminated"].zero_()
+    x["truncated"].zero_()
+    out = _run(x, 1.0, 1.0, lam=0.0)
+    next_values = torch.cat([x["values"][1:], x["bootstrap"][None]])
+    torch.testing.assert_close(out.vs, x["rewards"] + GAMMA * next_values)
+
+
+def test_vtrace_rejects_lambda_outside_unit_interval():
+    x = _random_inputs(T=4, M=2, seed=12)
+    with pytest.raises(ValueError, match="lambda_"):
+        _run(x, 1.0, 1.0, lam=1.5)

@@ -38,6 +38,19 @@ def test_start_reports_ready_and_stop_is_clean(make_rig, segments_before):
     assert_no_leftovers(rig, segments_before)
 
 
+def test_spawn_returns_at_once_and_wait_for_waits_until_ready(make_rig, segments_before, caplog):
+    rig = make_rig(spec("ConstantGaussian", OBS, ACT), start=False)
+    rig.collector.spawn(timeout=120)
+    # The child cannot have imported torch yet: spawn returns while it starts.
+    assert rig.collector.startup_s is None
+    with caplog.at_level("INFO", logger="unilab_lit.collector.process"):
+        rig.collector.wait_for(lambda: rig.ring.available() > 0, timeout=60)
+    assert rig.collector.startup_s is not None and rig.collector.startup_s > 0
+    assert "the learner waited" in caplog.text
+    rig.release()
+    assert_no_leftovers(rig, segments_before)
+
+
 def test_collector_error_carries_child_traceback_when_act_raises(make_rig, segments_before):
     rig = make_rig(spec("RaisingPolicy", OBS, ACT, fail_at=3), start=False)
     with pytest.raises(CollectorError) as err:

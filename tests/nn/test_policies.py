@@ -3,6 +3,8 @@ from __future__ import annotations
 import copy
 import math
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -95,3 +97,86 @@ def test_actor_rejects_invalid_argument_naming_it(kwargs, match):
 def test_critic_outputs_one_value_per_observation():
     critic = MLPCritic(OBS, hidden_dims=[8])
     assert critic(torch.randn(6, 4, OBS)).shape == (6, 4)
+
+
+def _rsl_rl_model(obs_size: int, output_size: int, activation: str, distribution: dict | None):
+    from rsl_rl.models import MLPModel
+    from tensordict import TensorDict
+
+    obs = TensorDict({"policy": torch.zeros(1, obs_size)}, batch_size=[1])
+    return MLPModel(
+        obs,
+        {"actor": ["policy"]},
+        "actor",
+        output_size,
+        hidden_dims=[16, 8],
+        activation=activation,
+        obs_normalization=False,
+        distribution_cfg=distribution,
+    )
+
+
+@pytest.mark.parametrize("activation", ["elu", "crelu", "lrelu", "swish", "mish"])
+@pytest.mark.parametrize("std_type", ["scalar", "log"])
+def test_actor_matches_rsl_rl_mlp_model_layout_init_and_outputs(activation, std_type):
+    torch.manual_seed(3)
+    theirs = _rsl_rl_model(
+        OBS,
+        ACT,
+        activation,
+        {"class_name": "GaussianDistribution", "init_std": 0.7, "std_type": std_type},
+    )
+    torch.manual_seed(3)
+    ours = GaussianActor(OBS, ACT, [16, 8], activation, init_std=0.7, std_type=std_type)
+    their_state = {
+        k: v for k, v in theirs.state_dict().items() if k.startswith(("mlp.", "distribution."))
+    }
+    our_state = ours.model.state_dict()
+    assert list(our_state) == list(their_state)
+    for key, value in our_state.items():
+        assert torch.equal(value, their_state[key]), key
+    obs = torch.randn(9, OBS)
+    theirs.distribution.update(theirs.mlp(obs))
+    assert torch.equal(ours(obs), theirs.mlp(obs))
+    assert torch.equal(ours.std().expand(9, ACT), theirs.distribution.std)
+
+
+def test_critic_matches_rsl_rl_mlp_model_layout_init_and_outputs():
+    torch.manual_seed(4)
+    theirs = _rsl_rl_model(OBS, 1, "elu", None)
+    torch.manual_seed(4)
+    ours = MLPCritic(OBS, [16, 8], "elu")
+    their_state = {k: v for k, v in theirs.state_dict().items() if k.startswith("mlp.")}
+    assert list(ours.model.state_dict()) == list(their_state)
+    obs = torch.randn(9, OBS)
+    assert torch.equal(ours(obs), theirs.mlp(obs).squeeze(-1))
+
+
+def test_act_log_prob_is_bit_identical_to_torch_normal_log_prob():
+    actor = _actor(init_std=0.4, std_type="log")
+    obs = torch.randn(64, OBS)
+    with torch.inference_mode():
+        out = actor.act(obs)
+        normal = torch.distributions.Normal(actor(obs), actor.std().expand(64, ACT))
+        assert torch.equal(out["log_prob"], normal.log_prob(out["actions"]).sum(-1))
+
+
+def test_act_samples_from_the_actor_mean_and_std():
+    actor = _actor(init_std=0.3)
+    obs = torch.randn(1, OBS).expand(200_000, OBS)
+    with torch.inference_mode():
+        actions = actor.act(obs)["actions"]
+        mean = actor(obs[:1])[0]
+    torch.testing.assert_close(actions.mean(0), mean, atol=0.005, rtol=0.0)
+    torch.testing.assert_close(actions.std(0), torch.full((ACT,), 0.3), atol=0.005, rtol=0.0)
+
+
+def test_collector_imports_neither_rsl_rl_nor_tensordict():
+    # Both pull in torch._dynamo: seconds of collector start-up for nothing it uses.
+    code = (
+        "import sys, unilab_lit.collector._entry, unilab_lit.collector.loop, "
+        "unilab_lit.collector.appo_writer, unilab_lit.nn.policies; "
+        "print(sorted(m for m in ('rsl_rl', 'tensordict', 'lightning') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

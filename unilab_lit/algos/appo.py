@@ -80,6 +80,7 @@ class APPO(RLAlgorithm):
         gamma: Discount factor, in (0, 1].
         clip_rho_threshold: V-trace ρ̄, clip on importance weights in targets and advantages (> 0).
         clip_c_threshold: V-trace c̄, clip on the trace coefficients (> 0).
+        vtrace_lambda: λ of λ-V-trace (rlax), in [0, 1]; 1 is the paper's V-trace.
         clip_param: PPO clip ε for the surrogate ratio and the value change, in (0, 1).
         value_loss_coef: Weight of the value loss (>= 0).
         use_clipped_value_loss: Clip the value change around the pre-update values.
@@ -118,6 +119,7 @@ class APPO(RLAlgorithm):
         gamma: float = 0.99,
         clip_rho_threshold: float = 1.0,
         clip_c_threshold: float = 1.0,
+        vtrace_lambda: float = 1.0,
         clip_param: float = 0.2,
         value_loss_coef: float = 1.0,
         use_clipped_value_loss: bool = True,
@@ -153,6 +155,7 @@ class APPO(RLAlgorithm):
         check_arg(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
         check_arg(clip_rho_threshold > 0.0, "clip_rho_threshold", clip_rho_threshold, "> 0")
         check_arg(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
+        check_arg(0.0 <= vtrace_lambda <= 1.0, "vtrace_lambda", vtrace_lambda, "in [0, 1]")
         check_arg(0.0 < clip_param < 1.0, "clip_param", clip_param, "in (0, 1)")
         check_arg(value_loss_coef >= 0.0, "value_loss_coef", value_loss_coef, ">= 0")
         check_arg(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
@@ -285,6 +288,7 @@ class APPO(RLAlgorithm):
             gamma=hp.gamma,
             clip_rho_threshold=hp.clip_rho_threshold,
             clip_c_threshold=hp.clip_c_threshold,
+            lambda_=hp.vtrace_lambda,
         )
         advantages = returns.pg_advantages
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)

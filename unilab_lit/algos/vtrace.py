@@ -30,6 +30,7 @@ def vtrace(
     gamma: float,
     clip_rho_threshold: float = 1.0,
     clip_c_threshold: float = 1.0,
+    lambda_: float = 1.0,
 ) -> VTraceReturns:
     """V-trace targets and advantages for time-major rollouts, with timeouts that are not terminations.
 
@@ -37,12 +38,16 @@ def vtrace(
     ``x_t -> x_{t+1}`` with reward ``r_t``; ``discounts_t = γ·(1 − done_t)`` where ``done_t`` is
     ``terminated_t | truncated_t``)::
 
-        ρ_t  = exp(log_rhos_t)              ρ̄_t = min(ρ̄, ρ_t)          c_t = min(c̄, ρ_t)
+        ρ_t  = exp(log_rhos_t)              ρ̄_t = min(ρ̄, ρ_t)          c_t = λ·min(c̄, ρ_t)
         r'_t = r_t + γ·V(final_obs_t)   if truncated_t   else r_t
         V_{t+1} = values_{t+1}  (t < T−1),   V_T = bootstrap_value
         δ_t  = ρ̄_t · (r'_t + discounts_t · V_{t+1} − V_t)
         v_s  = V_s + Σ_{t=s}^{T−1} (Π_{i=s}^{t−1} discounts_i · c_i) · δ_t            (paper eq. 1)
-        A_s  = ρ̄_s · (r'_s + discounts_s · v_{s+1} − V_s),   v_T := bootstrap_value
+        A_s  = ρ̄_s · (r'_s + discounts_s · (λ·v_{s+1} + (1 − λ)·V_{s+1}) − V_s),   v_T := bootstrap_value
+
+    ``λ = 1`` is the paper's V-trace; ``λ < 1`` mixes in shorter returns as TD(λ) does, in the form
+    of rlax's ``vtrace`` / ``vtrace_td_error_and_advantage`` (λ scales the trace coefficients, and
+    the advantage bootstraps from ``λ·v_{s+1} + (1 − λ)·V_{s+1}``); ``λ = 0`` gives one-step targets.
 
     A truncated step therefore bootstraps from the value of its own final observation
     (``γ·V(final_obs)`` folded into ``r'``) while its zero discount cuts the trace, so nothing
@@ -62,13 +67,16 @@ def vtrace(
         gamma: Discount used for the truncation bootstrap.
         clip_rho_threshold: ρ̄, clip on the importance weight in δ and in the advantages.
         clip_c_threshold: c̄, clip on the trace-cutting coefficients.
+        lambda_: λ in [0, 1], the trace decay on top of ``c̄``.
 
     Returns:
         :class:`VTraceReturns` of ``vs`` and ``pg_advantages``, detached from the graph.
 
     Raises:
-        ValueError: If the shapes do not match ``[T, M]`` / ``[M]``.
+        ValueError: If the shapes do not match ``[T, M]`` / ``[M]``, or ``lambda_`` is outside [0, 1].
     """
+    if not 0.0 <= lambda_ <= 1.0:
+        raise ValueError(f"lambda_ must be in [0, 1], got {lambda_}")
     if log_rhos.dim() != 2:
         raise ValueError(f"log_rhos must be [T, M], got shape {tuple(log_rhos.shape)}")
     for name, tensor in (
@@ -89,7 +97,7 @@ def vtrace(
     with torch.no_grad():
         rhos = log_rhos.exp()
         clipped_rhos = rhos.clamp(max=clip_rho_threshold)
-        cs = rhos.clamp(max=clip_c_threshold)
+        cs = lambda_ * rhos.clamp(max=clip_c_threshold)
         rewards = rewards + gamma * torch.where(
             truncated, final_values, torch.zeros_like(final_values)
         )
@@ -105,5 +113,7 @@ def vtrace(
         vs = values + vs_minus_v
 
         next_vs = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
+        if lambda_ < 1.0:
+            next_vs = lambda_ * next_vs + (1.0 - lambda_) * next_values
         pg_advantages = clipped_rhos * (rewards + discounts * next_vs - values)
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)

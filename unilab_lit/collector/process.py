@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import pickle
@@ -9,10 +10,11 @@ import signal
 import time
 import weakref
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from unilab_lit.collector import _entry
+from unilab_lit.collector import _entry, prestart
 from unilab_lit.collector.control import FAILED, READY, STOPPED, ControlBlock
 from unilab_lit.collector.metrics import MetricsChannel
 
@@ -36,8 +38,18 @@ def _describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def _shutdown(process: BaseProcess, control: ControlBlock, join_timeout_s: float) -> None:
-    """Stop event → join → terminate → kill. Runs at most once (via ``weakref.finalize``)."""
+def _shutdown(
+    process: BaseProcess,
+    control: ControlBlock,
+    join_timeout_s: float,
+    config_pipe: Connection | None = None,
+) -> None:
+    """Stop event → join → terminate → kill. Runs at most once (via ``weakref.finalize``).
+
+    ``config_pipe`` is a pre-started child's: closing it ends a child still waiting for its config.
+    """
+    if config_pipe is not None:
+        config_pipe.close()
     control.request_stop()
     process.join(join_timeout_s)
     if process.exitcode is None:
@@ -53,10 +65,11 @@ def _shutdown(process: BaseProcess, control: ControlBlock, join_timeout_s: float
 class CollectorProcess:
     """The collector subprocess (spawn context) as seen from the learner.
 
-    The learner calls :meth:`start` once, :meth:`check` (or :meth:`wait_for` while blocked on
-    data) regularly, :meth:`drain_metrics` for episode stats and timings, and :meth:`stop` on every
-    exit path. ``stop`` is idempotent and also runs when the object is garbage collected and at
-    interpreter exit, so no child outlives the learner.
+    The learner calls :meth:`start` once (or :meth:`spawn`, builds, then :meth:`wait_ready`),
+    :meth:`check` (or :meth:`wait_for` while blocked on data) regularly, :meth:`drain_metrics` for
+    episode stats and timings, and :meth:`stop` on every exit path. ``stop`` is idempotent and
+    also runs when the object is garbage collected and at interpreter exit, so no child outlives
+    the learner.
 
     Args:
         config: Everything the child needs to build env, actor and writer; must pickle.
@@ -73,19 +86,36 @@ class CollectorProcess:
         self,
         config: CollectorConfig,
         join_timeout_s: float = 5.0,
-        metrics_capacity: int = 64,
-        metrics_slot_bytes: int = 64 * 1024,
+        metrics_capacity: int = prestart.METRICS_CAPACITY,
+        metrics_slot_bytes: int = prestart.METRICS_SLOT_BYTES,
     ) -> None:
         if join_timeout_s <= 0:
             raise ValueError(f"join_timeout_s must be > 0, got {join_timeout_s}")
         self.config = config
         self.join_timeout_s = join_timeout_s
         self._ctx = mp.get_context("spawn")
-        self.control = ControlBlock(self._ctx)
-        self.metrics = MetricsChannel(metrics_capacity, metrics_slot_bytes, self._ctx)
         self._process: BaseProcess | None = None
         self._finalizer: weakref.finalize | None = None
+        # A child pre-started by the CLI (collector.prestart) comes with its own shared blocks.
+        self._prestarted = prestart.claim(metrics_capacity, metrics_slot_bytes)
+        if self._prestarted is None:
+            self.control = ControlBlock(self._ctx)
+            self.metrics = MetricsChannel(metrics_capacity, metrics_slot_bytes, self._ctx)
+        else:
+            self.control = self._prestarted.control
+            self.metrics = self._prestarted.metrics
+            self._process = self._prestarted.process
+            self._finalizer = weakref.finalize(
+                self,
+                _shutdown,
+                self._process,
+                self.control,
+                join_timeout_s,
+                self._prestarted.connection,
+            )
         self._stopping = False
+        self._spawned_at: float | None = None
+        self._ready_timeout = 0.0
         self.startup_s: float | None = None
 
     @property
@@ -98,20 +128,40 @@ class CollectorProcess:
         return self._process is not None and not self._stopping and self._process.exitcode is None
 
     def start(self, timeout: float = 120.0) -> None:
-        """Spawn the child and block until it reports ready; sets :attr:`startup_s`.
+        """Spawn the child and block until it reports ready (:meth:`spawn` + :meth:`wait_ready`).
 
         Raises:
             RuntimeError: if called twice.
             CollectorError: if the child fails, dies or is not ready within ``timeout`` seconds;
                 the child is stopped before raising.
         """
-        if self._process is not None:
-            raise RuntimeError("CollectorProcess.start() called twice; create a new instance")
+        self.spawn(timeout)
+        self.wait_ready()
+
+    def spawn(self, timeout: float = 120.0) -> None:
+        """Spawn the child and return at once, so the learner builds while the child imports.
+
+        Args:
+            timeout: Seconds from now the child has to report ready (see :meth:`wait_ready`).
+
+        Raises:
+            RuntimeError: if called twice.
+        """
+        if self._spawned_at is not None:
+            raise RuntimeError("CollectorProcess started twice; create a new instance")
         config_bytes = pickle.dumps(self.config)
-        began = time.monotonic()
+        self._spawned_at = time.monotonic()
+        self._ready_timeout = timeout
+        if self._prestarted is not None:
+            # Already imported torch and the collector modules; it builds once it has the config.
+            # A child that died since it was claimed is reported by wait_ready / check.
+            with contextlib.suppress(OSError):
+                self._prestarted.connection.send_bytes(config_bytes)
+            self._prestarted.connection.close()
+            return
         self._process = self._ctx.Process(
             target=_entry.main,
-            args=(config_bytes, self.control, self.metrics, began),
+            args=(config_bytes, self.control, self.metrics, self._spawned_at),
             name="unilab-collector",
             daemon=True,
         )
@@ -119,8 +169,23 @@ class CollectorProcess:
         self._finalizer = weakref.finalize(
             self, _shutdown, self._process, self.control, self.join_timeout_s
         )
+
+    def wait_ready(self) -> None:
+        """Block until the spawned child reports ready; sets :attr:`startup_s`. No-op once ready.
+
+        Raises:
+            RuntimeError: if the child was never spawned.
+            CollectorError: if the child fails, dies or is not ready in time; the child is
+                stopped before raising.
+        """
+        if self._spawned_at is None:
+            raise RuntimeError("CollectorProcess.wait_ready() before spawn()")
+        if self.startup_s is not None:
+            return
+        waited_from = time.monotonic()
         try:
-            deadline = time.monotonic() + timeout
+            timeout = self._ready_timeout
+            deadline = self._spawned_at + timeout
             while self.control.state != READY:
                 self._raise_if_failed_or_dead()
                 if time.monotonic() > deadline:
@@ -132,12 +197,17 @@ class CollectorProcess:
         except BaseException:
             self.stop()
             raise
-        self.startup_s = time.monotonic() - began
+        timings = self.control.startup_timings()
+        # The child's own phases, from the spawn on: the learner may look only later.
+        self.startup_s = sum(timings.values())
         logger.info(
-            "collector pid %s ready in %.2f s (spawn %.2f s, imports %.2f s, build %.2f s)",
+            "collector pid %s ready in %.2f s (spawn %.2f s, imports %.2f s, build %.2f s%s); "
+            "the learner waited %.2f s for it",
             self.pid,
             self.startup_s,
-            *self.control.startup_timings().values(),
+            *timings.values(),
+            ", pre-started alongside the learner's imports" if self._prestarted else "",
+            time.monotonic() - waited_from,
         )
 
     def check(self) -> None:
@@ -163,14 +233,17 @@ class CollectorProcess:
     ) -> Any:
         """Poll ``predicate`` until it returns something truthy, checking the collector meanwhile.
 
+        A child still starting is waited for first (:meth:`wait_ready`); ``timeout`` counts from then.
+
         Returns:
             The first truthy value of ``predicate()``.
 
         Raises:
-            CollectorError: as soon as :meth:`check` would raise.
+            CollectorError: as soon as :meth:`check` would raise, or if the child does not become ready.
             TimeoutError: if ``timeout`` seconds pass first (``None`` waits indefinitely; a stuck
                 collector is still caught by the stall check).
         """
+        self.wait_ready()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             result = predicate()

@@ -232,6 +232,7 @@ class ReplayDataModule(CollectorDataModule):
                 "train_dataloader() called twice for one collector; the lock-step ticks "
                 "cannot restart (reload_dataloaders_every_n_epochs is not supported)"
             )
+        session.process.wait_ready()
         assert transport.link is not None  # created with the replay
         self.pipeline = DoubleBufferPipeline(
             transport.link,

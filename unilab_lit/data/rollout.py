@@ -239,6 +239,7 @@ class RolloutDataModule(CollectorDataModule):
         session, transport = self.session, self.transport
         if session is None or transport is None or transport.ring is None:
             raise RuntimeError("train_dataloader() before setup('fit') started the collector")
+        session.process.wait_ready()
         pool = StagingPool(
             self.staging_capacity,
             self.num_steps,

@@ -111,7 +111,9 @@ class CollectorSession:
             )
             if restore is not None:
                 self.restore(restore)
-            self._process.start(timeout=options.startup_timeout_s)
+            # Spawned, not awaited: the child imports while the trainer builds; the data loaders
+            # wait for it (wait_ready) before their first item.
+            self._process.spawn(timeout=options.startup_timeout_s)
         except BaseException:
             self.stop()
             raise

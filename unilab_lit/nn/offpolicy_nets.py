@@ -12,32 +12,11 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from rsl_rl.utils import resolve_nn_activation
 from torch import nn
 
-from unilab_lit.nn.policies import Activation, check_mlp_args
+from unilab_lit.nn.policies import Activation, check_mlp_args, mlp
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def mlp(
-    input_size: int,
-    output_size: int,
-    hidden_dims: Sequence[int],
-    activation: Activation,
-    layer_norm: bool,
-) -> nn.Sequential:
-    """``Linear → [LayerNorm] → activation`` per hidden width, then a linear output layer."""
-    layers: list[nn.Module] = []
-    width = input_size
-    for hidden in hidden_dims:
-        layers.append(nn.Linear(width, hidden))
-        if layer_norm:
-            layers.append(nn.LayerNorm(hidden))
-        layers.append(resolve_nn_activation(activation))
-        width = hidden
-    layers.append(nn.Linear(width, output_size))
-    return nn.Sequential(*layers)
 
 
 def _check_action_size(action_size: int) -> None:

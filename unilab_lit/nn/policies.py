@@ -1,28 +1,49 @@
-"""Actor and critic networks shared by the learner and the collector, and the spec that rebuilds them."""
+"""Actor and critic networks shared by the learner and the collector, and the spec that rebuilds them.
+
+Plain ``torch.nn`` with rsl-rl-lib's layout (``model.mlp`` as its ``MLP``, the std parameter in
+``model.distribution`` as its ``GaussianDistribution``) and activation names: the collector
+imports this module, and any rsl-rl-lib import pulls in tensordict and torch._dynamo, seconds of
+start-up the collector does not need.
+"""
 
 from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-from rsl_rl.models import MLPModel
-from tensordict import TensorDict
 from torch import nn
 from torch.distributions import Normal
-
-from unilab_lit.envs.spec import CRITIC, POLICY
 
 Activation = Literal[
     "elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish"
 ]
-"""Activation names rsl-rl-lib's ``resolve_nn_activation`` understands (identity excluded)."""
+"""Activation names of rsl-rl-lib's ``resolve_nn_activation`` (identity excluded)."""
 
+# The modules rsl-rl-lib's resolve_nn_activation maps each name to.
+_ACTIVATION_MODULES: dict[str, type[nn.Module]] = {
+    "elu": nn.ELU,
+    "selu": nn.SELU,
+    "relu": nn.ReLU,
+    "crelu": nn.CELU,
+    "lrelu": nn.LeakyReLU,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+    "softplus": nn.Softplus,
+    "gelu": nn.GELU,
+    "swish": nn.SiLU,
+    "mish": nn.Mish,
+}
 _ACTIVATIONS: tuple[str, ...] = Activation.__args__
 _STD_TYPES = ("scalar", "log")
+# rsl-rl-lib GaussianDistribution's default std clamp range, in std and in log-std space.
+_STD_RANGE = (1e-6, 1e6)
+_LOG_STD_RANGE = (math.log(_STD_RANGE[0]), math.log(_STD_RANGE[1]))
+# log(sqrt(2π)), spelled as torch.distributions.Normal.log_prob spells it (bit-identical results).
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
 
 @dataclass(frozen=True)
@@ -76,21 +97,65 @@ def check_mlp_args(
         raise ValueError(f"activation must be one of {list(_ACTIVATIONS)}, got {activation!r}")
 
 
-def _example_obs(group: str, obs_size: int) -> TensorDict:
-    # MLPModel only reads the group widths from its example observation.
-    return TensorDict({group: torch.zeros(1, obs_size)}, batch_size=[1])
+def mlp(
+    input_size: int,
+    output_size: int,
+    hidden_dims: Sequence[int],
+    activation: Activation,
+    layer_norm: bool = False,
+) -> nn.Sequential:
+    """``Linear → [LayerNorm] → activation`` per hidden width, then a linear output layer.
+
+    Without ``layer_norm`` the layers and their ``state_dict`` keys are those of rsl-rl-lib's ``MLP``.
+    """
+    layers: list[nn.Module] = []
+    width = input_size
+    for hidden in hidden_dims:
+        layers.append(nn.Linear(width, hidden))
+        if layer_norm:
+            layers.append(nn.LayerNorm(hidden))
+        layers.append(_ACTIVATION_MODULES[activation]())
+        width = hidden
+    layers.append(nn.Linear(width, output_size))
+    return nn.Sequential(*layers)
+
+
+def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """Log-density of a diagonal Gaussian, summed over the last dimension.
+
+    The terms are ``torch.distributions.Normal.log_prob``'s, in its order, without building a
+    distribution object (which costs more than the arithmetic at collector batch sizes).
+    """
+    var = std**2
+    return (-((actions - mean) ** 2) / (2 * var) - std.log() - _LOG_SQRT_2PI).sum(-1)
+
+
+class _StdParameter(nn.Module):
+    """The learned std in rsl-rl-lib ``GaussianDistribution``'s parameter names and clamp ranges."""
+
+    def __init__(self, action_size: int, init_std: float, std_type: str) -> None:
+        super().__init__()
+        self.std_type = std_type
+        if std_type == "scalar":
+            self.std_param = nn.Parameter(init_std * torch.ones(action_size))
+        else:
+            self.log_std_param = nn.Parameter(torch.log(init_std * torch.ones(action_size)))
+
+    def forward(self) -> torch.Tensor:
+        if self.std_type == "scalar":
+            return self.std_param.clamp(*_STD_RANGE)
+        return self.log_std_param.clamp(*_LOG_STD_RANGE).exp()
 
 
 class GaussianActor(nn.Module):
-    """Diagonal-Gaussian policy with a state-independent std: rsl-rl-lib ``MLPModel`` + ``GaussianDistribution``.
+    """Diagonal-Gaussian policy with a state-independent std (rsl-rl-lib ``MLPModel`` + ``GaussianDistribution`` layout).
 
     The input is the *normalised* policy observation; normalisation lives outside the actor (in
     the learner's ``obs_normalizer``) so the collector can apply the learner's published statistics.
 
-    The rsl-rl distribution module caches the last ``Normal`` it built. This class never uses that
-    cache: every call builds its own ``Normal`` from the MLP mean and the std parameter, so two
-    copies (learner, target, collector) never share or depend on hidden per-call state, and a
-    copy can be deep-copied at any time.
+    Every call builds its own distribution from the MLP mean and the std parameter; the actor
+    caches nothing per call, so copies (learner, target, collector) never share hidden state and
+    a copy can be deep-copied at any time.
 
     Args:
         obs_size: Width of the policy observation.
@@ -124,38 +189,25 @@ class GaussianActor(nn.Module):
             raise ValueError(f"std_type must be one of {list(_STD_TYPES)}, got {std_type!r}")
         self.obs_size = obs_size
         self.action_size = action_size
-        self.model = MLPModel(
-            _example_obs(POLICY, obs_size),
-            {"actor": [POLICY]},
-            "actor",
-            action_size,
-            hidden_dims=list(hidden_dims),
-            activation=activation,
-            obs_normalization=False,
-            distribution_cfg={
-                "class_name": "GaussianDistribution",
-                "init_std": init_std,
-                "std_type": std_type,
-            },
-        )
+        # MLPModel's attribute paths and registration order, so state-dict keys (and checkpoints)
+        # read as rsl-rl-lib's.
+        self.model = nn.Module()
+        self.model.distribution = _StdParameter(action_size, init_std, std_type)
+        self.model.mlp = mlp(obs_size, action_size, hidden_dims, activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean), ``[..., obs_size] -> [..., action_size]``."""
-        # No normaliser in the model and the Gaussian's deterministic output is the MLP output,
-        # so the MLP alone is the whole forward pass; calling it keeps plain-tensor I/O.
         return self.model.mlp(obs)
 
     def std(self) -> torch.Tensor:
-        """Current std vector ``[action_size]``, clamped to the distribution's range as rsl-rl does."""
-        dist = self.model.distribution
-        if dist.std_type == "scalar":
-            return dist.std_param.clamp(dist.std_range[0], dist.std_range[1])
-        return dist.log_std_param.clamp(dist.log_std_range[0], dist.log_std_range[1]).exp()
+        """Current std vector ``[action_size]``, clamped to the range rsl-rl-lib uses."""
+        return self.model.distribution()
 
     def distribution(self, obs: torch.Tensor) -> Normal:
         """A fresh per-dimension ``Normal`` for ``obs`` (sum log-probs/entropies over the last dim)."""
         mean = self.forward(obs)
-        return Normal(mean, self.std().expand_as(mean))
+        # Argument validation re-checks the std every call; the std is clamped positive already.
+        return Normal(mean, self.std().expand_as(mean), validate_args=False)
 
     def act(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """Sample an action for each row of ``obs``.
@@ -167,13 +219,16 @@ class GaussianActor(nn.Module):
             ``{"actions": [N, action_size], "log_prob": [N]}``; ``log_prob`` is the log-density of
             exactly the returned (unclipped) action.
         """
-        dist = self.distribution(obs)
-        actions = dist.sample()
-        return {"actions": actions, "log_prob": dist.log_prob(actions).sum(-1)}
+        mean = self.forward(obs)
+        std = self.std().expand_as(mean)
+        with torch.no_grad():
+            # The draw Normal.sample makes, so a seed gives the same actions as before.
+            actions = torch.normal(mean, std)
+        return {"actions": actions, "log_prob": gaussian_log_prob(actions, mean, std)}
 
 
 class MLPCritic(nn.Module):
-    """State-value network: rsl-rl-lib ``MLPModel`` with one output on the critic observation.
+    """State-value network on the critic observation (rsl-rl-lib ``MLPModel`` layout, one output).
 
     Args:
         obs_size: Width of the (normalised) critic observation.
@@ -193,19 +248,11 @@ class MLPCritic(nn.Module):
         super().__init__()
         check_mlp_args(obs_size, hidden_dims, activation)
         self.obs_size = obs_size
-        self.model = MLPModel(
-            _example_obs(CRITIC, obs_size),
-            {"critic": [CRITIC]},
-            "critic",
-            1,
-            hidden_dims=list(hidden_dims),
-            activation=activation,
-            obs_normalization=False,
-        )
+        self.model = nn.Module()
+        self.model.mlp = mlp(obs_size, 1, hidden_dims, activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Values ``[...]`` of critic observations ``[..., obs_size]``."""
-        # Without a normaliser or distribution MLPModel.forward is exactly its MLP.
         return self.model.mlp(obs).squeeze(-1)
 
 
