@@ -21,7 +21,7 @@ def test_write_mp4_reads_back_with_its_frame_count_size_and_fps(tmp_path):
     video.write_mp4(path, _frames(12), fps=25)
     reader = imageio.get_reader(path)
     meta = reader.get_meta_data()
-    frames = [frame for frame in reader]
+    frames = list(reader.iter_data())
     reader.close()
     assert len(frames) == 12
     assert meta["size"] == (64, 48) and meta["fps"] == 25
