@@ -106,6 +106,11 @@ class CollectorDataModule(LightningDataModule, ABC):
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
+        # Checkpoints then carry the task (and the subclass's arguments too), so that play and
+        # export rebuild the env from the checkpoint alone. Not logged: Lightning refuses to log
+        # hparams the model shares with different values (ReplayDataModule's updates_per_step
+        # is None where the model's is a number).
+        self.save_hyperparameters(logger=False)
         self.task = task
         self.num_envs = num_envs
         self.seed = seed
