@@ -122,7 +122,7 @@ def _rsl_rl_train_cfg(model_hparams, num_steps: int) -> dict:
             "value_loss_coef": hp.value_loss_coef,
             "use_clipped_value_loss": hp.use_clipped_value_loss,
             "entropy_coef": hp.entropy_coef,
-            "learning_rate": hp.learning_rate,
+            "learning_rate": hp.optimizer["init_args"]["lr"],
             "max_grad_norm": hp.max_grad_norm,
             "schedule": hp.schedule,
             "desired_kl": hp.desired_kl,

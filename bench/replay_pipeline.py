@@ -74,7 +74,7 @@ def collector_alone(cli, seconds: float) -> dict:
     spec = data.env_spec
     columns = replay_columns(spec.obs_sizes[POLICY], spec.obs_sizes[CRITIC], spec.action_size)
     replay = ReplayStorage(data.buffer_size * data.num_envs, columns)
-    link = LockstepLink(data.batch_size * model.hparams.updates_per_step, replay.width)
+    link = LockstepLink(data.batch_size * model.offpolicy.updates_per_step, replay.width)
     # Never published: the collector normalises with mean 0 / var 1, as fit does before the
     # first publish, so it does the same work per step.
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])

@@ -12,6 +12,7 @@ from typing_extensions import override
 
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
+from unilab_lit.log_schedule import loggers_write_this_step
 
 _REWARD_PREFIX = "reward/"
 _PROG_BAR_KEYS = (keys.MEAN_REWARD, keys.TOTAL_FPS)
@@ -89,7 +90,7 @@ class EpisodeStatsMonitor(Callback):
         shown = {k: values.pop(k) for k in _PROG_BAR_KEYS if self.prog_bar and k in values}
         # Each logged key costs ~1 ms on a busy CPU: the progress-bar keys every iteration, the
         # rest only when the loggers write (as Lightning's LearningRateMonitor does).
-        if trainer._logger_connector.should_update_logs:
+        if loggers_write_this_step(trainer):
             pl_module.log_dict(values, batch_size=1)
         pl_module.log_dict(shown, prog_bar=True, batch_size=1)
 

@@ -40,6 +40,16 @@ def marked_env() -> tuple[dict[str, str], str]:
     return env, mark
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``gpu``-marked tests on a machine without CUDA (``pytest -m gpu`` selects them)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; none is available")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def appo_cartpole_run(tmp_path_factory) -> Path:
     """``runs`` directory of a short APPO CartpoleSwingup fit through the CLI (40 iterations):

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-
 from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-
-class _ContinuingWriter(ExperimentWriter):
-    def _check_log_dir_exists(self) -> None:
-        # Lightning's writer deletes metrics.csv here; take over its columns and append instead.
-        if self._fs.isfile(self.metrics_file_path):
-            with self._fs.open(self.metrics_file_path, "r", newline="") as file:
-                self.metrics_keys = next(csv.reader(file), [])
+from unilab_lit.lightning_compat import AppendingExperimentWriter, cached_experiment
 
 
 class ResumableCSVLogger(CSVLogger):
@@ -33,7 +25,4 @@ class ResumableCSVLogger(CSVLogger):
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
-        if self._experiment is None:
-            self._fs.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _ContinuingWriter(log_dir=self.log_dir)
-        return self._experiment
+        return cached_experiment(self, AppendingExperimentWriter)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from tensordict import TensorDict
 from torch.utils.data import DataLoader, IterableDataset
+
+from unilab_lit.algos.offpolicy import OffPolicyLearner, OffPolicyOptions
 
 DP, DC, A = 3, 4, 2
 SMALL = {
@@ -18,6 +23,18 @@ SMALL = {
     "v_min": -5.0,
     "v_max": 5.0,
 }
+
+
+_OPTION_FIELDS = {field.name for field in dataclasses.fields(OffPolicyOptions)}
+
+
+def build(cls: type[OffPolicyLearner], **kwargs: Any) -> OffPolicyLearner:
+    """``cls`` at the test sizes; option fields go into ``offpolicy`` over ``cls``'s defaults."""
+    options = {k: kwargs.pop(k) for k in list(kwargs) if k in _OPTION_FIELDS}
+    default = inspect.signature(cls).parameters["offpolicy"].default
+    offpolicy = dataclasses.replace(default, **options)
+    sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
+    return cls(**{**sizes, **kwargs}, offpolicy=offpolicy)
 
 
 def random_batch(g: torch.Generator, rows: int) -> TensorDict:

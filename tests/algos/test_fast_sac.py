@@ -2,25 +2,36 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
 import pytest
 import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
-from offpolicy_batches import DC, DP, SMALL, A, BanditBatches, RandomBatches, loader, make_trainer
+from offpolicy_batches import (
+    DC,
+    DP,
+    SMALL,
+    A,
+    BanditBatches,
+    RandomBatches,
+    build,
+    loader,
+    make_trainer,
+)
 from tensordict import TensorDict
 
 from unilab_lit import metrics
 from unilab_lit.algos.c51 import expected_value
 from unilab_lit.algos.fast_sac import FastSAC
+from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(**kwargs) -> FastSAC:
-    sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
-    return FastSAC(**{**sizes, **SMALL, "updates_per_step": 1, "policy_frequency": 1, **kwargs})
+    return build(FastSAC, **{**SMALL, "updates_per_step": 1, "policy_frequency": 1, **kwargs})
 
 
 def _hand_built_batch() -> TensorDict:
@@ -72,7 +83,10 @@ def test_critic_target_is_entropy_adjusted_and_bootstraps_except_on_terminated_r
 @pytest.mark.parametrize(("target_entropy_per_dim", "direction"), [(5.0, 1.0), (-20.0, -1.0)])
 def test_temperature_moves_toward_the_target_entropy(tmp_path, target_entropy_per_dim, direction):
     torch.manual_seed(0)
-    model = _model(target_entropy_per_dim=target_entropy_per_dim, temperature_learning_rate=1e-2)
+    model = _model(
+        target_entropy_per_dim=target_entropy_per_dim,
+        temperature_optimizer=partial(FastSACAdamW, lr=1e-2),
+    )
     temperatures = [model.temperature.item()]
 
     class Record(Callback):
@@ -116,9 +130,8 @@ def test_trainer_learns_the_best_action_of_a_one_step_bandit(tmp_path):
         v_max=1.0,
         updates_per_step=4,
         policy_frequency=2,
-        critic_learning_rate=1e-2,
-        actor_learning_rate=1e-3,
-        weight_decay=0.0,
+        critic_optimizer=partial(FastSACAdamW, lr=1e-2, weight_decay=0.0),
+        actor_optimizer=partial(FastSACAdamW, lr=1e-3, weight_decay=0.0),
     )
     dataset = BanditBatches(model, 128)
     make_trainer(tmp_path, 40).fit(model, train_dataloaders=loader(dataset))
@@ -132,7 +145,7 @@ def test_trainer_learns_the_best_action_of_a_one_step_bandit(tmp_path):
 
 def test_resume_restores_temperature_and_its_optimizer(tmp_path):
     torch.manual_seed(0)
-    model = _model(temperature_learning_rate=1e-2)
+    model = _model()
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
     make_trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
         model, train_dataloaders=loader(RandomBatches(16))
@@ -149,7 +162,7 @@ def test_resume_restores_temperature_and_its_optimizer(tmp_path):
 
     saved_exp_avg = model.optimizers()[2].optimizer.state[model.log_temperature]["exp_avg"].clone()
     torch.manual_seed(1)
-    resumed = _model(temperature_learning_rate=1e-2)
+    resumed = _model()
     make_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
         resumed,
         train_dataloaders=loader(RandomBatches(16)),
@@ -168,7 +181,6 @@ def test_resume_restores_temperature_and_its_optimizer(tmp_path):
     [
         ("init_temperature", 0.0),
         ("target_entropy_per_dim", math.inf),
-        ("temperature_learning_rate", 0.0),
     ],
 )
 def test_constructor_rejects_out_of_range_argument_naming_it(name, value):

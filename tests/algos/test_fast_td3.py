@@ -1,17 +1,29 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pytest
 import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
-from offpolicy_batches import DC, DP, SMALL, A, BanditBatches, RandomBatches, loader, make_trainer
+from offpolicy_batches import (
+    DC,
+    DP,
+    SMALL,
+    A,
+    BanditBatches,
+    RandomBatches,
+    build,
+    loader,
+    make_trainer,
+)
 from tensordict import TensorDict
 
 from unilab_lit import metrics
 from unilab_lit.algos.c51 import expected_value
 from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.algos.optimizers import FastTD3AdamW
 from unilab_lit.ipc import NOT_PUBLISHED, SharedWeights, flat_size
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
 
@@ -22,8 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(**kwargs) -> FastTD3:
-    sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
-    return FastTD3(**{**sizes, **SMALL, "updates_per_step": 1, **kwargs})
+    return build(FastTD3, **{**SMALL, "updates_per_step": 1, **kwargs})
 
 
 def _hand_built_batch() -> TensorDict:
@@ -141,9 +152,8 @@ def test_trainer_learns_the_best_action_of_a_one_step_bandit(tmp_path):
         v_max=1.0,
         updates_per_step=4,
         policy_frequency=2,
-        critic_learning_rate=1e-2,
-        actor_learning_rate=1e-3,
-        weight_decay=0.0,
+        critic_optimizer=partial(FastTD3AdamW, lr=1e-2, weight_decay=0.0),
+        actor_optimizer=partial(FastTD3AdamW, lr=1e-3, weight_decay=0.0),
         noise_std_min=0.2,
         noise_std_max=0.5,
     )

@@ -13,13 +13,13 @@ import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
-from offpolicy_batches import DC, DP, SMALL, A, RandomBatches, loader, make_trainer, random_batch
+from offpolicy_batches import DP, SMALL, RandomBatches, build, loader, make_trainer, random_batch
 from torch import nn
 
 from unilab_lit import metrics
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.algos.offpolicy import bootstrap_mask, polyak_update
+from unilab_lit.algos.functional import bootstrap_mask, polyak_update
 
 ALGOS = [FastTD3, FastSAC]
 B, U = 8, 2
@@ -29,8 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model(cls=FastTD3, **kwargs):
-    sizes = {"policy_obs_size": DP, "critic_obs_size": DC, "action_size": A}
-    return cls(**{**sizes, **SMALL, "updates_per_step": U, "policy_frequency": 1, **kwargs})
+    return build(cls, **{**SMALL, "updates_per_step": U, "policy_frequency": 1, **kwargs})
 
 
 def test_bootstrap_mask_drops_only_terminated_rows_under_both_done_conventions():
@@ -53,7 +52,7 @@ def test_prepare_normalises_observations_and_discounts_by_the_bootstrap_mask():
     batch = random_batch(torch.Generator().manual_seed(0), 4)
     batch["done"] = torch.tensor([False, False, True, True])
     batch["truncated"] = torch.tensor([False, True, True, False])
-    model._update_normalizers(batch)
+    model._update_normalizers(batch["obs"], batch["critic_obs"])
     data = model._prepare(batch)
     torch.testing.assert_close(data["discount"], torch.tensor([0.9, 0.9, 0.9, 0.0]))
     torch.testing.assert_close(data["next_obs"], model.obs_normalizer(batch["next_obs"]))
@@ -227,9 +226,6 @@ def test_trainer_trains_under_bf16_mixed_precision(tmp_path, cls):
         ("tau", 1.5),
         ("updates_per_step", 0),
         ("policy_frequency", 0),
-        ("critic_learning_rate", 0.0),
-        ("weight_decay", -1.0),
-        ("adam_betas", (0.9, 1.0)),
         ("max_grad_norm", -1.0),
         ("max_nonfinite_steps", 0),
     ],

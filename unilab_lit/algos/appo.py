@@ -7,12 +7,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import torch
-from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
 from torch import nn
 
 from unilab_lit import metrics
-from unilab_lit.algos.nonfinite import NonfiniteGuard
+from unilab_lit.algos.base import RLAlgorithm
+from unilab_lit.algos.functional import all_finite, mean_terms, polyak_update
 from unilab_lit.algos.ppo_losses import (
     adaptive_learning_rate,
     clipped_value_loss,
@@ -20,15 +21,25 @@ from unilab_lit.algos.ppo_losses import (
     impact_surrogate_loss,
 )
 from unilab_lit.algos.vtrace import vtrace
-from unilab_lit.nn.normalization import ObsNormalizer
-from unilab_lit.nn.policies import Activation, GaussianActor, MLPCritic, PolicySpec
+from unilab_lit.nn.policies import (
+    Activation,
+    GaussianActor,
+    MLPCritic,
+    NormalizedPolicy,
+    PolicySpec,
+)
 from unilab_lit.validation import check_arg
 
 _SCHEDULES = ("adaptive", "fixed")
 _UPDATES = "updates"
+_INPUT_KEYS = ("obs", "critic_obs", "actions", "log_prob", "reward", "last_critic_obs")
+
+# A checkpoint of a directly built APPO holds its optimizer class in the hyperparameters;
+# Lightning loads checkpoints with torch's weights-only unpickler, which needs it allowed.
+torch.serialization.add_safe_globals([torch.optim.Adam])
 
 
-class APPO(LightningModule):
+class APPO(RLAlgorithm):
     """Asynchronous PPO with V-trace off-policy correction and an IMPACT-style target policy.
 
     V-trace: Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance
@@ -44,24 +55,18 @@ class APPO(LightningModule):
     ``policy_version [M]`` (``global_step`` of the weights that generated each column). Per item:
     the normalisers take the fresh columns, the critic gives values and bootstraps, the target
     actor gives ``log π_target``, V-trace gives value targets and advantages (normalised over
-    the item), then ``num_learning_epochs × num_mini_batches`` Adam steps on the clipped
+    the item), then ``num_learning_epochs × num_mini_batches`` optimizer steps on the clipped
     IMPACT surrogate + clipped value loss − entropy bonus, with global grad-norm clipping and
     (``schedule="adaptive"``) a learning rate adapted to ``KL(target ‖ current)`` before each
     step. The target actor then moves toward the actor every ``target_update_freq`` iterations.
-
-    Step convention: one ``global_step`` is one iteration, not one optimizer step. Every
-    minibatch step except the last steps the raw Adam; the last one goes through
-    ``self.optimizers().step()``, which is the only call Lightning counts. ``max_steps``,
-    ``ModelCheckpoint(every_n_train_steps)``, the progress bar and the logger's x-axis
-    therefore all count iterations. Because the raw steps bypass Lightning's precision
-    plugin, ``precision="16-mixed"`` (loss scaling) is rejected; 32-bit and bf16 work.
+    The last minibatch step is the one per iteration Lightning counts (see ``RLAlgorithm``).
 
     ``training_step`` takes the ``dataloader_iter`` so Lightning does not fetch the next item
     before this update finishes (its default one-item prefetch would add a rollout of policy lag).
 
     A non-finite input batch, loss or gradient norm skips that update (for a bad batch, the
     whole iteration, without touching the normalisers) and counts it in ``nonfinite_skips``;
-    ``max_nonfinite_steps`` skips in a row raise ``RuntimeError``.
+    ``max_nonfinite_steps`` skips in a row, of any kind, raise ``RuntimeError``.
 
     Args:
         policy_obs_size: Width of the policy observation group (linked from the data module).
@@ -81,18 +86,20 @@ class APPO(LightningModule):
         entropy_coef: Weight of the entropy bonus (>= 0).
         num_learning_epochs: Passes over each item per iteration (>= 1).
         num_mini_batches: Minibatches per pass (>= 1); the remainder of ``T·M`` is dropped.
-        learning_rate: Initial Adam learning rate (> 0).
         schedule: ``"adaptive"`` (KL-driven learning rate) or ``"fixed"``.
         desired_kl: Target ``KL(target ‖ current)`` per minibatch for the adaptive schedule (> 0).
         kl_tolerance_factor: The rate falls when KL > desired·factor and rises when
             0 < KL < desired/factor (> 1).
         lr_factor: Multiplicative learning-rate change per adaptive step (> 1).
         min_learning_rate: Lower bound of the adaptive learning rate (> 0).
-        max_learning_rate: Upper bound of the adaptive learning rate (>= min_learning_rate).
+        max_learning_rate: Upper bound of the adaptive learning rate (>= min_learning_rate); the
+            optimizer's initial ``lr`` must lie within the bounds under the adaptive schedule.
         max_grad_norm: Global gradient-norm clip over actor and critic (> 0).
         target_update_freq: Iterations between target-actor updates (>= 1).
         tau: Target update ``target ← τ·actor + (1 − τ)·target``, in (0, 1]; 1 is a hard copy.
         max_nonfinite_steps: Consecutive skipped non-finite updates that stop training (>= 1).
+        optimizer: Optimizer of actor and critic together (``class_path`` in YAML); its ``lr``
+            is the initial learning rate.
 
     Raises:
         ValueError: If an argument is outside its valid range (the message names it).
@@ -117,7 +124,6 @@ class APPO(LightningModule):
         entropy_coef: float = 0.01,
         num_learning_epochs: int = 5,
         num_mini_batches: int = 4,
-        learning_rate: float = 1e-3,
         schedule: Literal["adaptive", "fixed"] = "adaptive",
         desired_kl: float = 0.01,
         kl_tolerance_factor: float = 1.2,
@@ -128,24 +134,22 @@ class APPO(LightningModule):
         target_update_freq: int = 1,
         tau: float = 1.0,
         max_nonfinite_steps: int = 10,
+        optimizer: OptimizerCallable = torch.optim.Adam,
     ) -> None:
-        super().__init__()
-        for name, size in (
-            ("policy_obs_size", policy_obs_size),
-            ("critic_obs_size", critic_obs_size),
-            ("action_size", action_size),
-        ):
-            check_arg(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
+        super().__init__(
+            policy_obs_size,
+            critic_obs_size,
+            action_size,
+            max_nonfinite_steps,
+            "Check the environment's rewards and observations for NaN/inf, or lower the "
+            "optimizer's lr / max_learning_rate.",
+        )
         for name, dims in (
             ("actor_hidden_dims", actor_hidden_dims),
             ("critic_hidden_dims", critic_hidden_dims),
         ):
-            check_arg(
-                len(dims) > 0 and all(d >= 1 for d in dims),
-                name,
-                list(dims),
-                "a non-empty list of positive widths",
-            )
+            valid = len(dims) > 0 and all(d >= 1 for d in dims)
+            check_arg(valid, name, list(dims), "a non-empty list of positive widths")
         check_arg(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
         check_arg(clip_rho_threshold > 0.0, "clip_rho_threshold", clip_rho_threshold, "> 0")
         check_arg(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
@@ -165,26 +169,11 @@ class APPO(LightningModule):
             max_learning_rate,
             f">= min_learning_rate ({min_learning_rate})",
         )
-        if schedule == "adaptive":
-            check_arg(
-                min_learning_rate <= learning_rate <= max_learning_rate,
-                "learning_rate",
-                learning_rate,
-                f"in [min_learning_rate, max_learning_rate] = [{min_learning_rate}, {max_learning_rate}]"
-                " with schedule='adaptive'",
-            )
-        check_arg(
-            learning_rate > 0.0 and math.isfinite(learning_rate),
-            "learning_rate",
-            learning_rate,
-            "a finite value > 0",
-        )
         check_arg(max_grad_norm > 0.0, "max_grad_norm", max_grad_norm, "> 0")
         check_arg(target_update_freq >= 1, "target_update_freq", target_update_freq, ">= 1")
         check_arg(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
-        check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
         self.save_hyperparameters()
-        self.automatic_optimization = False
+        self._optimizer_callable = optimizer
 
         self._actor_kwargs: dict[str, Any] = {
             "obs_size": policy_obs_size,
@@ -199,40 +188,35 @@ class APPO(LightningModule):
         self.target_actor = GaussianActor(**self._actor_kwargs)
         self.target_actor.load_state_dict(self.actor.state_dict())
         self.target_actor.requires_grad_(False)
-        self.obs_normalizer = ObsNormalizer(policy_obs_size)
-        self.critic_obs_normalizer = ObsNormalizer(critic_obs_size)
-        # Total skipped updates; a buffer so the count survives a resume.
-        self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
-        # One run for every kind: any finite minibatch step ends it.
-        self._nonfinite = NonfiniteGuard(
-            "APPO",
-            max_nonfinite_steps,
-            "Check the environment's rewards and observations for NaN/inf, or lower "
-            "learning_rate / max_learning_rate.",
-        )
 
     # ----------------------------------------------------------------- collector contract
     def collector_policy_spec(self) -> PolicySpec:
         """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        return PolicySpec(
-            f"{GaussianActor.__module__}:{GaussianActor.__name__}", dict(self._actor_kwargs)
-        )
+        return PolicySpec.of(GaussianActor, self._actor_kwargs)
 
     def collector_policy(self) -> nn.Module:
         """The learner's actor, whose parameters and buffers are published to the collector."""
         return self.actor
 
+    def inference_policy(self) -> nn.Module:
+        """Raw policy observation → the Gaussian's mean action, the normaliser folded in."""
+        return NormalizedPolicy(self.obs_normalizer, self.actor)
+
     # ------------------------------------------------------------------------- Lightning
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        params = [*self.actor.parameters(), *self.critic.parameters()]
-        return torch.optim.Adam(params, lr=self.hparams.learning_rate)
-
-    def on_fit_start(self) -> None:
-        if self.trainer.precision == "16-mixed":
-            raise ValueError(
-                "APPO does not support precision='16-mixed': its intermediate minibatch steps bypass "
-                "Lightning's gradient scaler; use '32-true' or 'bf16-mixed'"
+        hp = self.hparams
+        optimizer = self._optimizer_callable([*self.actor.parameters(), *self.critic.parameters()])
+        lr = optimizer.param_groups[0]["lr"]
+        if hp.schedule == "adaptive":
+            check_arg(
+                hp.min_learning_rate <= lr <= hp.max_learning_rate,
+                "the optimizer's lr",
+                lr,
+                f"in [min_learning_rate, max_learning_rate] = [{hp.min_learning_rate}, "
+                f"{hp.max_learning_rate}] with schedule='adaptive'",
             )
+        check_arg(lr > 0.0 and math.isfinite(lr), "the optimizer's lr", lr, "a finite value > 0")
+        return optimizer
 
     def training_step(self, dataloader_iter: Iterator[Any]) -> None:
         batch, _, _ = next(dataloader_iter)
@@ -240,23 +224,24 @@ class APPO(LightningModule):
         num_samples = batch["reward"].numel()
         policy_lag = (iteration - batch["policy_version"]).float().mean()
         logged: dict[str, torch.Tensor | float] = {}
-        if self._batch_is_finite(batch):
-            self._update_normalizers(batch)
+        if all_finite(batch, _INPUT_KEYS):
+            # Only columns that arrived since the previous item: a rollout stays in the staging
+            # pool for several iterations and would otherwise be counted several times.
+            fresh = batch["fresh"]
+            if bool(fresh.any()):
+                self._update_normalizers(batch["obs"][:, fresh], batch["critic_obs"][:, fresh])
             data, rho_clip_fraction = self._prepare(batch)
             logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
-            logged.update(self._optimize(data))
+            logged.update(self._optimize(data, iteration))
         else:
-            self._skip_nonfinite("input batch", iteration)
-            self._finish_iteration_without_update()
+            self._skip_nonfinite(_UPDATES, f"iteration {iteration}: input batch")
+            self._count_iteration()
         if (iteration + 1) % self.hparams.target_update_freq == 0:
-            self._update_target_actor()
-        # Each logged key costs ~1 ms on a busy CPU, so the loss metrics are logged only on the
-        # iterations the loggers write (Lightning's own LearningRateMonitor does the same).
-        if self.trainer._logger_connector.should_update_logs:
+            polyak_update(self.target_actor, self.actor, self.hparams.tau)
+        if self._loggers_write():
             logged[metrics.LEARNING_RATE] = self._optimizer().param_groups[0]["lr"]
-            logged[metrics.NONFINITE_SKIPS] = self.nonfinite_skips.float()
             logged[metrics.ACTION_STD] = self.actor.std().detach().mean()
-            self.log_dict(logged, on_step=True, on_epoch=False, batch_size=num_samples)
+            self._log_terms(logged, num_samples)
         # In the progress bar, next to the reward and env-steps/s EpisodeStatsMonitor shows.
         self.log(
             metrics.POLICY_LAG,
@@ -268,23 +253,6 @@ class APPO(LightningModule):
         )
 
     # ------------------------------------------------------------------------ iteration
-    @staticmethod
-    def _batch_is_finite(batch: TensorDict) -> bool:
-        keys = ("obs", "critic_obs", "actions", "log_prob", "reward", "last_critic_obs")
-        return bool(torch.stack([batch[k].isfinite().all() for k in keys]).all())
-
-    @torch.no_grad()
-    def _update_normalizers(self, batch: TensorDict) -> None:
-        # Only columns that arrived since the previous item: a rollout stays in the staging
-        # pool for several iterations and would otherwise be counted several times.
-        fresh = batch["fresh"]
-        if not bool(fresh.any()):
-            return
-        obs = batch["obs"][:, fresh]
-        critic_obs = batch["critic_obs"][:, fresh]
-        self.obs_normalizer.update(obs.reshape(-1, obs.shape[-1]))
-        self.critic_obs_normalizer.update(critic_obs.reshape(-1, critic_obs.shape[-1]))
-
     @torch.no_grad()
     def _prepare(self, batch: TensorDict) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Per-sample training inputs (flattened to ``[T·M, ...]``) and the ρ clip fraction.
@@ -335,12 +303,12 @@ class APPO(LightningModule):
         rho_clip_fraction = (log_rhos.exp() > hp.clip_rho_threshold).float().mean()
         return data, rho_clip_fraction
 
-    def _optimize(self, data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _optimize(self, data: dict[str, torch.Tensor], iteration: int) -> dict[str, torch.Tensor]:
         hp = self.hparams
         num_samples = data["advantages"].numel()
         if not bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all()):
-            self._skip_nonfinite("V-trace targets", self.global_step)
-            self._finish_iteration_without_update()
+            self._skip_nonfinite(_UPDATES, f"iteration {iteration}: V-trace targets")
+            self._count_iteration()
             return {}
         mini_batch_size = num_samples // hp.num_mini_batches
         if mini_batch_size < 1:
@@ -348,45 +316,33 @@ class APPO(LightningModule):
                 f"num_mini_batches ({hp.num_mini_batches}) exceeds the {num_samples} samples "
                 "in this batch (T x M); lower num_mini_batches or collect more per iteration"
             )
-        optimizer = self._optimizer()
-        params = [p for group in optimizer.param_groups for p in group["params"]]
+        optimizer = self.optimizers()
+        params = [p for group in optimizer.optimizer.param_groups for p in group["params"]]
         total_steps = hp.num_learning_epochs * hp.num_mini_batches
-        sums: dict[str, list[torch.Tensor]] = {}
-        step = 0
-        for _ in range(hp.num_learning_epochs):
+        steps: list[dict[str, torch.Tensor]] = []
+        for epoch in range(hp.num_learning_epochs):
             order = torch.randperm(num_samples, device=data["advantages"].device)
             for k in range(hp.num_mini_batches):
-                step += 1
                 idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
                 loss, terms = self._minibatch_loss({key: v[idx] for key, v in data.items()})
-                loss_value, kl_value = torch.stack(
-                    (loss.detach(), terms[metrics.APPROX_KL])
-                ).tolist()
-                optimizer.zero_grad(set_to_none=True)
-                grad_norm = None
-                if math.isfinite(loss_value):
-                    if hp.schedule == "adaptive":
+                if hp.schedule == "adaptive":
+                    loss_value, kl_value = torch.stack(
+                        (loss.detach(), terms[metrics.APPROX_KL])
+                    ).tolist()
+                    if math.isfinite(loss_value):
                         self._adapt_learning_rate(kl_value)
-                    self.manual_backward(loss)
-                    grad_norm = nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
-                    if not bool(grad_norm.isfinite()):
-                        optimizer.zero_grad(set_to_none=True)
-                        grad_norm = None
-                if grad_norm is None:
-                    self._skip_nonfinite("loss or gradient", self.global_step)
-                else:
-                    self._nonfinite.passed(_UPDATES)
-                    terms[metrics.GRAD_NORM] = grad_norm
-                    for key, value in terms.items():
-                        sums.setdefault(key, []).append(value.detach())
-                if step < total_steps:
-                    if grad_norm is not None:
-                        optimizer.step()
-                else:
-                    # The one step Lightning counts, taken even when this minibatch was
-                    # skipped (its grads are None then, so Adam leaves every parameter alone).
-                    self.optimizers().step()
-        return {key: torch.stack(values).mean() for key, values in sums.items()}
+                grad_norm = self._step(
+                    optimizer,
+                    loss,
+                    params,
+                    max_grad_norm=hp.max_grad_norm,
+                    counted=epoch * hp.num_mini_batches + k + 1 == total_steps,
+                    kind=_UPDATES,
+                    where=f"iteration {iteration}: loss or gradient",
+                )
+                if grad_norm is not None:
+                    steps.append({**terms, metrics.GRAD_NORM: grad_norm})
+        return mean_terms(steps)
 
     def _minibatch_loss(
         self, mb: dict[str, torch.Tensor]
@@ -435,21 +391,6 @@ class APPO(LightningModule):
         )
         for group in optimizer.param_groups:
             group["lr"] = lr
-
-    @torch.no_grad()
-    def _update_target_actor(self) -> None:
-        target = list(self.target_actor.parameters())
-        source = list(self.actor.parameters())
-        torch._foreach_lerp_(target, source, self.hparams.tau)
-
-    def _skip_nonfinite(self, what: str, iteration: int) -> None:
-        self.nonfinite_skips += 1
-        self._nonfinite.skipped(_UPDATES, f"iteration {iteration}: {what}")
-
-    def _finish_iteration_without_update(self) -> None:
-        # No gradients exist, so Adam changes nothing; the call only advances global_step.
-        self._optimizer().zero_grad(set_to_none=True)
-        self.optimizers().step()
 
     def _optimizer(self) -> torch.optim.Optimizer:
         return self.optimizers().optimizer

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from lightning.pytorch.cli import OptimizerCallable
 from torch import nn
 
 from unilab_lit import metrics
-from unilab_lit.algos.c51 import (
-    categorical_projection,
-    clipped_double_target,
-    distributional_cross_entropy,
-    expected_value,
-)
-from unilab_lit.algos.offpolicy import (
-    ACTOR,
-    CRITIC,
-    Minibatch,
-    OffPolicyLearner,
-    polyak_update,
-)
-from unilab_lit.nn.offpolicy_nets import DeterministicActor, TwinDistributionalCritic
-from unilab_lit.nn.policies import Activation, PolicySpec
+from unilab_lit.algos.offpolicy import Minibatch, OffPolicyLearner, OffPolicyOptions
+from unilab_lit.algos.optimizers import FastTD3AdamW
+from unilab_lit.nn.offpolicy_nets import DeterministicActor
+from unilab_lit.nn.policies import Activation, NormalizedPolicy, PolicySpec
 from unilab_lit.validation import check_arg
 
 
@@ -61,25 +50,14 @@ class FastTD3(OffPolicyLearner):
         activation: Hidden-layer activation of actor and critics.
         layer_norm: LayerNorm after every hidden layer of actor and critics.
         init_scale: Std of the actor's output-layer init (> 0).
-        num_atoms: Atoms of the C51 support (>= 2).
-        v_min: Lowest atom.
-        v_max: Highest atom (> v_min).
-        gamma: Discount factor, in (0, 1].
-        tau: Polyak rate of the critic targets, in (0, 1].
-        updates_per_step: Minibatches (critic updates) per replay item (>= 1).
-        policy_frequency: Critic updates per actor update (>= 1).
-        use_cdq: Clipped double Q in the critic target and the actor loss.
         policy_noise: Std of the target-policy smoothing noise (>= 0).
         noise_clip: Bound on the smoothing noise (>= 0).
         noise_std_min: Smallest per-env exploration std of the collector policy (>= 0).
         noise_std_max: Largest per-env exploration std (>= noise_std_min).
-        critic_learning_rate: AdamW learning rate of the critics (> 0).
-        actor_learning_rate: AdamW learning rate of the actor (> 0).
-        weight_decay: AdamW decoupled weight decay (>= 0).
-        adam_betas: AdamW ``(β1, β2)``, each in [0, 1).
-        max_grad_norm: Per-network gradient-norm clip; 0 disables clipping (>= 0).
-        compile_losses: ``torch.compile`` the critic and actor losses (CUDA only).
-        max_nonfinite_steps: Consecutive skipped steps of one kind that stop training (>= 1).
+        offpolicy: C51 support, discount, Polyak rate, update schedule and the other settings
+            of the shared off-policy iteration.
+        critic_optimizer: Optimizer of the critic twins (FastTD3's AdamW by default).
+        actor_optimizer: Optimizer of the actor (FastTD3's AdamW by default).
 
     Raises:
         ValueError: If an argument is outside its valid range (the message names it).
@@ -95,47 +73,25 @@ class FastTD3(OffPolicyLearner):
         activation: Activation = "relu",
         layer_norm: bool = False,
         init_scale: float = 0.01,
-        num_atoms: int = 101,
-        v_min: float = -250.0,
-        v_max: float = 250.0,
-        gamma: float = 0.99,
-        tau: float = 0.1,
-        updates_per_step: int = 2,
-        policy_frequency: int = 2,
-        use_cdq: bool = True,
         policy_noise: float = 0.001,
         noise_clip: float = 0.5,
         noise_std_min: float = 0.001,
         noise_std_max: float = 0.4,
-        critic_learning_rate: float = 3e-4,
-        actor_learning_rate: float = 3e-4,
-        weight_decay: float = 0.1,
-        adam_betas: tuple[float, float] = (0.9, 0.999),
-        max_grad_norm: float = 0.0,
-        compile_losses: bool = False,
-        max_nonfinite_steps: int = 10,
+        offpolicy: OffPolicyOptions = OffPolicyOptions(),
+        critic_optimizer: OptimizerCallable = FastTD3AdamW,
+        actor_optimizer: OptimizerCallable = FastTD3AdamW,
     ) -> None:
         super().__init__(
-            policy_obs_size=policy_obs_size,
-            critic_obs_size=critic_obs_size,
-            action_size=action_size,
-            num_atoms=num_atoms,
-            v_min=v_min,
-            v_max=v_max,
-            gamma=gamma,
-            tau=tau,
-            updates_per_step=updates_per_step,
-            policy_frequency=policy_frequency,
-            critic_learning_rate=critic_learning_rate,
-            actor_learning_rate=actor_learning_rate,
-            weight_decay=weight_decay,
-            adam_betas=adam_betas,
-            max_grad_norm=max_grad_norm,
-            compile_losses=compile_losses,
-            max_nonfinite_steps=max_nonfinite_steps,
+            policy_obs_size,
+            critic_obs_size,
+            action_size,
+            offpolicy,
+            critic_optimizer,
+            actor_optimizer,
         )
         check_arg(policy_noise >= 0.0, "policy_noise", policy_noise, ">= 0")
         check_arg(noise_clip >= 0.0, "noise_clip", noise_clip, ">= 0")
+        self.save_hyperparameters()
         self._actor_kwargs: dict[str, Any] = {
             "obs_size": policy_obs_size,
             "action_size": action_size,
@@ -147,51 +103,22 @@ class FastTD3(OffPolicyLearner):
             "noise_std_max": noise_std_max,
         }
         self.actor = DeterministicActor(**self._actor_kwargs)
-        self.critic = TwinDistributionalCritic(
-            critic_obs_size,
-            action_size,
-            num_atoms,
-            list(critic_hidden_dims),
-            activation,
-            layer_norm,
-        )
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self._build_critics(critic_hidden_dims, activation, layer_norm)
 
     # ----------------------------------------------------------------- collector contract
     def collector_policy_spec(self) -> PolicySpec:
         """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        cls = DeterministicActor
-        return PolicySpec(f"{cls.__module__}:{cls.__name__}", dict(self._actor_kwargs))
+        return PolicySpec.of(DeterministicActor, self._actor_kwargs)
 
     def collector_policy(self) -> nn.Module:
         """The learner's actor, whose parameters are published to the collector."""
         return self.actor
 
-    # ------------------------------------------------------------------------- Lightning
-    def configure_optimizers(self) -> list[torch.optim.Optimizer]:
-        hp = self.hparams
-        return [
-            self._adamw(list(self.critic.parameters()), hp.critic_learning_rate, hp.weight_decay),
-            self._adamw(list(self.actor.parameters()), hp.actor_learning_rate, hp.weight_decay),
-        ]
+    def inference_policy(self) -> nn.Module:
+        """Raw policy observation → the deterministic actor's action (no exploration noise)."""
+        return NormalizedPolicy(self.obs_normalizer, self.actor)
 
-    # --------------------------------------------------------------------------- update
-    def _update(self, mb: Minibatch, update_actor: bool, counted: bool) -> dict[str, torch.Tensor]:
-        loss, critic_terms = self._critic_loss_fn(mb)
-        grad_norm = self._optimize(CRITIC, loss, list(self.critic.parameters()), counted)
-        terms: dict[str, torch.Tensor] = {}
-        if grad_norm is not None:
-            terms.update(critic_terms)
-            terms[metrics.CRITIC_GRAD_NORM] = grad_norm
-        polyak_update(self.critic_target, self.critic, self.hparams.tau)
-        if update_actor:
-            loss, actor_terms = self._actor_loss_fn(mb)
-            grad_norm = self._optimize(ACTOR, loss, list(self.actor.parameters()))
-            if grad_norm is not None:
-                terms.update(actor_terms)
-                terms[metrics.ACTOR_GRAD_NORM] = grad_norm
-        return terms
-
+    # --------------------------------------------------------------------------- losses
     def _critic_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         hp = self.hparams
         with torch.no_grad():
@@ -200,27 +127,8 @@ class FastTD3(OffPolicyLearner):
                 -hp.noise_clip, hp.noise_clip
             )
             next_actions = (next_actions + noise).clamp(-1.0, 1.0)
-            # Distributions in float32 even under bf16 autocast: atoms are 1/num_atoms apart.
-            next_logits = self.critic_target(mb["next_critic_obs"], next_actions).float()
-            target = categorical_projection(
-                torch.softmax(next_logits, dim=-1), mb["reward"], mb["discount"], hp.v_min, hp.v_max
-            )
-            if hp.use_cdq:
-                target = clipped_double_target(target, self.support)
-            target_q = expected_value(target, self.support)
-        logits = self.critic(mb["critic_obs"], mb["actions"]).float()
-        loss = distributional_cross_entropy(logits, target).mean(-1).sum()
-        return loss, {
-            metrics.LOSS_CRITIC: loss.detach(),
-            metrics.Q_TARGET_MEAN: target_q.mean(),
-            metrics.Q_TARGET_MAX: target_q.max(),
-            metrics.Q_TARGET_MIN: target_q.min(),
-        }
+        return self._td_loss(mb, next_actions, mb["reward"])
 
     def _actor_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        actions = self.actor(mb["obs"])
-        logits = self.critic(mb["critic_obs"], actions).float()
-        q = expected_value(torch.softmax(logits, dim=-1), self.support)
-        q = q.min(dim=0).values if self.hparams.use_cdq else q.mean(dim=0)
-        loss = -q.mean()
+        loss = -self._policy_q(mb["critic_obs"], self.actor(mb["obs"])).mean()
         return loss, {metrics.LOSS_ACTOR: loss.detach()}

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import copy
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
-from torch import nn
 
 from unilab_lit import metrics
-from unilab_lit.algos.nonfinite import NonfiniteGuard
-from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.algos.base import RLAlgorithm
+from unilab_lit.algos.c51 import (
+    categorical_projection,
+    clipped_double_target,
+    distributional_cross_entropy,
+    expected_value,
+)
+from unilab_lit.algos.functional import all_finite, bootstrap_mask, mean_terms, polyak_update
+from unilab_lit.nn.offpolicy_nets import TwinDistributionalCritic
+from unilab_lit.nn.policies import Activation
 from unilab_lit.validation import check_arg
 
 BATCH_KEYS = (
@@ -37,36 +46,65 @@ _OPTIMIZER_NAMES = ("critic", "actor", "temperature")
 Minibatch = dict[str, torch.Tensor]
 
 
-def bootstrap_mask(done: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
-    """Rows whose target bootstraps from ``next_obs``: all but those whose episode terminated.
-
-    A truncated row (time limit) bootstraps from its ``next_obs``, which the collector stores as
-    the true final observation. ``done`` may hold terminated alone or terminated | truncated:
-    ``truncated`` is never true where the episode terminated (the env guarantees it), so
-    ``~done | truncated`` is "not terminated" under both conventions.
-
-    Args:
-        done: Boolean ``[...]``.
-        truncated: Boolean ``[...]``.
-
-    Returns:
-        Boolean ``[...]``, true where the target bootstraps.
-    """
-    return ~done | truncated
-
-
-@torch.no_grad()
-def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """``θ_target ← (1 − τ)·θ_target + τ·θ_source`` over the parameters, in place."""
-    torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
-
-
 def _steps(what: str) -> str:
     # Each optimiser (and the input check) has its own run of skips, e.g. "critic steps".
     return f"{what} steps"
 
 
-class OffPolicyLearner(LightningModule, ABC):
+@dataclass(frozen=True)
+class OffPolicyOptions:
+    """The settings of the off-policy iteration that FastTD3 and FastSAC share.
+
+    Args:
+        num_atoms: Atoms of the C51 support (>= 2).
+        v_min: Lowest atom.
+        v_max: Highest atom (> v_min).
+        gamma: Discount factor, in (0, 1].
+        tau: Polyak rate of the critic targets, in (0, 1].
+        updates_per_step: Minibatches (critic updates) per replay item (>= 1).
+        policy_frequency: Critic updates per actor update (>= 1).
+        use_cdq: Clipped double Q in the critic target and the actor loss.
+        max_grad_norm: Per-network gradient-norm clip; 0 disables clipping (>= 0).
+        compile_losses: ``torch.compile`` the critic and actor losses (CUDA only).
+        max_nonfinite_steps: Consecutive skipped steps of one kind that stop training (>= 1).
+
+    Raises:
+        ValueError: If a field is outside its valid range (the message names it).
+    """
+
+    num_atoms: int = 101
+    v_min: float = -250.0
+    v_max: float = 250.0
+    gamma: float = 0.99
+    tau: float = 0.1
+    updates_per_step: int = 2
+    policy_frequency: int = 2
+    use_cdq: bool = True
+    max_grad_norm: float = 0.0
+    compile_losses: bool = False
+    max_nonfinite_steps: int = 10
+
+    def __post_init__(self) -> None:
+        check_arg(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
+        check_arg(self.v_max > self.v_min, "v_max", self.v_max, f"> v_min ({self.v_min})")
+        check_arg(0.0 < self.gamma <= 1.0, "gamma", self.gamma, "in (0, 1]")
+        check_arg(0.0 < self.tau <= 1.0, "tau", self.tau, "in (0, 1]")
+        check_arg(self.updates_per_step >= 1, "updates_per_step", self.updates_per_step, ">= 1")
+        check_arg(self.policy_frequency >= 1, "policy_frequency", self.policy_frequency, ">= 1")
+        check_arg(
+            self.max_grad_norm >= 0.0, "max_grad_norm", self.max_grad_norm, ">= 0 (0 disables)"
+        )
+        check_arg(
+            self.max_nonfinite_steps >= 1, "max_nonfinite_steps", self.max_nonfinite_steps, ">= 1"
+        )
+
+
+# A checkpoint of a directly built learner holds the options in its hyperparameters; Lightning
+# loads checkpoints with torch's weights-only unpickler, which needs the class allowed.
+torch.serialization.add_safe_globals([OffPolicyOptions])
+
+
+class OffPolicyLearner(RLAlgorithm):
     """One learner iteration over one replay item, for actor-critic learners with C51 twin critics.
 
     One dataset item holds ``batch_size × updates_per_step`` rows (see :data:`BATCH_KEYS`) of raw
@@ -74,17 +112,13 @@ class OffPolicyLearner(LightningModule, ABC):
     ``actions [R, A]``, ``reward [R]`` and boolean ``done``/``truncated [R]``. Per item: the
     normalisers fold in ``obs`` and ``critic_obs`` (once per item, so each sampled row counts
     once), every observation is normalised, and the rows are sliced into ``updates_per_step``
-    consecutive minibatches; the subclass's :meth:`_update` runs on each. Update ``k`` of the run
+    consecutive minibatches; :meth:`_update` runs on each. Update ``k`` of the run
     (``k = global_step · updates_per_step + u``) also updates the actor when
     ``(k + 1) % policy_frequency == 0``, so the actor schedule carries across items and resumes.
 
-    Step convention: one ``global_step`` is one iteration (one dataset item), as in APPO. Every
-    optimizer step goes to the raw optimizer except the critic step of the last minibatch, which
-    goes through Lightning's ``self.optimizers()[CRITIC].step()`` (taken even when that update is
-    skipped; it then has no gradients and changes nothing). ``max_steps``,
-    ``ModelCheckpoint(every_n_train_steps)``, the progress bar and the logger's x-axis all count
-    iterations. Because the raw steps bypass Lightning's precision plugin, ``precision="16-mixed"``
-    (loss scaling) is rejected; ``"bf16-mixed"`` is this module's AMP and works on any device.
+    The critic step of the last minibatch is the one per iteration Lightning counts (the step
+    convention of :class:`~unilab_lit.algos.base.RLAlgorithm`); ``"bf16-mixed"`` is this
+    module's AMP and works on any device.
 
     ``compile_losses=True`` wraps the subclass's critic and actor loss functions in
     ``torch.compile`` and is accepted on CUDA only: :meth:`on_fit_start` raises ``ValueError`` on
@@ -99,28 +133,17 @@ class OffPolicyLearner(LightningModule, ABC):
     this iteration's update finishes.
 
     Subclasses build ``actor``, ``critic`` and ``critic_target``, implement
-    :meth:`_critic_loss`, :meth:`_actor_loss`, :meth:`_update`, ``configure_optimizers`` (in
-    ``CRITIC, ACTOR[, TEMPERATURE]`` order, via :meth:`_adamw`) and the collector contract
-    (``collector_policy``, ``collector_policy_spec``).
+    :meth:`_critic_loss`, :meth:`_actor_loss` and the collector contract, and call
+    ``save_hyperparameters()``; a learner with more to update per minibatch extends
+    :meth:`_update` and ``configure_optimizers`` (in ``CRITIC, ACTOR[, TEMPERATURE]`` order).
 
     Args:
         policy_obs_size: Width of the policy observation group (>= 1).
         critic_obs_size: Width of the critic observation group (>= 1).
         action_size: Width of the action vector (>= 1).
-        num_atoms: Atoms of the C51 support (>= 2).
-        v_min: Lowest atom.
-        v_max: Highest atom (> v_min).
-        gamma: Discount factor, in (0, 1].
-        tau: Polyak rate of the critic targets, in (0, 1].
-        updates_per_step: Minibatches (critic updates) per item (>= 1).
-        policy_frequency: Critic updates per actor update (>= 1).
-        critic_learning_rate: AdamW learning rate of the critics (> 0).
-        actor_learning_rate: AdamW learning rate of the actor (> 0).
-        weight_decay: AdamW decoupled weight decay of critics and actor (>= 0).
-        adam_betas: AdamW ``(β1, β2)``, each in [0, 1).
-        max_grad_norm: Per-network gradient-norm clip; 0 disables clipping (>= 0).
-        compile_losses: ``torch.compile`` the loss functions (CUDA only).
-        max_nonfinite_steps: Consecutive skipped steps of one kind that stop training (>= 1).
+        offpolicy: The shared settings of the iteration.
+        critic_optimizer: Optimizer of the critic twins.
+        actor_optimizer: Optimizer of the actor.
 
     Raises:
         ValueError: If an argument is outside its valid range (the message names it).
@@ -128,65 +151,27 @@ class OffPolicyLearner(LightningModule, ABC):
 
     def __init__(
         self,
-        *,
         policy_obs_size: int,
         critic_obs_size: int,
         action_size: int,
-        num_atoms: int,
-        v_min: float,
-        v_max: float,
-        gamma: float,
-        tau: float,
-        updates_per_step: int,
-        policy_frequency: int,
-        critic_learning_rate: float,
-        actor_learning_rate: float,
-        weight_decay: float,
-        adam_betas: tuple[float, float],
-        max_grad_norm: float,
-        compile_losses: bool,
-        max_nonfinite_steps: int,
+        offpolicy: OffPolicyOptions,
+        critic_optimizer: OptimizerCallable,
+        actor_optimizer: OptimizerCallable,
     ) -> None:
-        super().__init__()
-        for name, size in (
-            ("policy_obs_size", policy_obs_size),
-            ("critic_obs_size", critic_obs_size),
-            ("action_size", action_size),
-        ):
-            check_arg(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
-        check_arg(num_atoms >= 2, "num_atoms", num_atoms, ">= 2")
-        check_arg(v_max > v_min, "v_max", v_max, f"> v_min ({v_min})")
-        check_arg(0.0 < gamma <= 1.0, "gamma", gamma, "in (0, 1]")
-        check_arg(0.0 < tau <= 1.0, "tau", tau, "in (0, 1]")
-        check_arg(updates_per_step >= 1, "updates_per_step", updates_per_step, ">= 1")
-        check_arg(policy_frequency >= 1, "policy_frequency", policy_frequency, ">= 1")
-        check_arg(critic_learning_rate > 0.0, "critic_learning_rate", critic_learning_rate, "> 0")
-        check_arg(actor_learning_rate > 0.0, "actor_learning_rate", actor_learning_rate, "> 0")
-        check_arg(weight_decay >= 0.0, "weight_decay", weight_decay, ">= 0")
-        check_arg(
-            len(adam_betas) == 2 and all(0.0 <= b < 1.0 for b in adam_betas),
-            "adam_betas",
-            adam_betas,
-            "two values in [0, 1)",
-        )
-        check_arg(max_grad_norm >= 0.0, "max_grad_norm", max_grad_norm, ">= 0 (0 disables)")
-        check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
-        # Collects the subclass's constructor arguments too (they are the checkpointed config).
-        self.save_hyperparameters()
-        self.automatic_optimization = False
-
-        self.obs_normalizer = ObsNormalizer(policy_obs_size)
-        self.critic_obs_normalizer = ObsNormalizer(critic_obs_size)
-        # Derived from hyperparameters, so not checkpointed; a buffer so it follows the device.
-        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms), persistent=False)
-        # Total skipped steps; a buffer so the count survives a resume.
-        self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
-        self._nonfinite = NonfiniteGuard(
-            type(self).__name__,
-            max_nonfinite_steps,
+        super().__init__(
+            policy_obs_size,
+            critic_obs_size,
+            action_size,
+            offpolicy.max_nonfinite_steps,
             "Check the environment's rewards and observations for NaN/inf, the C51 support "
             "(v_min/v_max) against the returns, or lower the learning rates.",
         )
+        self.offpolicy = offpolicy
+        self._critic_optimizer = critic_optimizer
+        self._actor_optimizer = actor_optimizer
+        support = torch.linspace(offpolicy.v_min, offpolicy.v_max, offpolicy.num_atoms)
+        # Derived from hyperparameters, so not checkpointed; a buffer so it follows the device.
+        self.register_buffer("support", support, persistent=False)
         self._update_index = 0
         self._critic_loss_fn = self._critic_loss
         self._actor_loss_fn = self._actor_loss
@@ -200,21 +185,31 @@ class OffPolicyLearner(LightningModule, ABC):
     def _actor_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Policy loss on one minibatch, and its logged terms."""
 
-    @abstractmethod
-    def _update(self, mb: Minibatch, update_actor: bool, counted: bool) -> dict[str, torch.Tensor]:
-        """All optimizer steps of one minibatch; ``counted`` marks the critic step Lightning counts.
-
-        Returns the logged terms of the steps that were taken.
-        """
+    def _build_critics(
+        self, hidden_dims: Sequence[int], activation: Activation, layer_norm: bool
+    ) -> None:
+        """``critic`` (C51 twins on the support's atoms) and its frozen copy ``critic_target``."""
+        self.critic = TwinDistributionalCritic(
+            self.critic_obs_normalizer.size,
+            self.hparams.action_size,
+            self.offpolicy.num_atoms,
+            list(hidden_dims),
+            activation,
+            layer_norm,
+        )
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
 
     # ------------------------------------------------------------------------ Lightning
+    def configure_optimizers(self) -> list[torch.optim.Optimizer]:
+        """Critic and actor optimizers, in ``CRITIC, ACTOR`` order (subclasses may append)."""
+        return [
+            self._critic_optimizer(list(self.critic.parameters())),
+            self._actor_optimizer(list(self.actor.parameters())),
+        ]
+
     def on_fit_start(self) -> None:
-        if self.trainer.precision == "16-mixed":
-            raise ValueError(
-                f"{type(self).__name__} does not support precision='16-mixed': its raw optimizer "
-                "steps bypass Lightning's gradient scaler; use '32-true' or 'bf16-mixed'"
-            )
-        if self.hparams.compile_losses:
+        super().on_fit_start()
+        if self.offpolicy.compile_losses:
             if self.device.type != "cuda":
                 raise ValueError(
                     f"compile_losses=True needs a CUDA device, but this run is on "
@@ -231,17 +226,15 @@ class OffPolicyLearner(LightningModule, ABC):
         batch = batch.to(self.device, non_blocking=True)
         iteration = self.global_step
         logged: dict[str, torch.Tensor] = {}
-        if self._batch_is_finite(batch):
+        if all_finite(batch, _FLOAT_KEYS):
             self._nonfinite.passed(_steps("input batch"))
-            self._update_normalizers(batch)
+            self._update_normalizers(batch["obs"], batch["critic_obs"])
             logged.update(self._run_updates(self._prepare(batch), iteration))
         else:
-            self._skip_nonfinite("input batch")
+            self._skip_nonfinite(_steps("input batch"), f"iteration {iteration}")
             self._count_iteration()
-        # Each logged key costs ~1 ms on a busy CPU: log only on iterations the loggers write.
-        if self.trainer._logger_connector.should_update_logs:
-            logged[metrics.NONFINITE_SKIPS] = self.nonfinite_skips.float()
-            self.log_dict(logged, on_step=True, on_epoch=False, batch_size=rows)
+        if self._loggers_write():
+            self._log_terms(logged, rows)
 
     # ------------------------------------------------------------------------ iteration
     def _check_batch(self, batch: TensorDict) -> int:
@@ -252,22 +245,13 @@ class OffPolicyLearner(LightningModule, ABC):
                 f"expected {list(BATCH_KEYS)}"
             )
         rows = batch["reward"].shape[0]
-        updates = self.hparams.updates_per_step
+        updates = self.offpolicy.updates_per_step
         if rows < updates or rows % updates:
             raise ValueError(
                 f"a replay batch of {rows} rows does not split into updates_per_step={updates} "
                 "equal minibatches; the data module must deliver batch_size x updates_per_step rows"
             )
         return rows
-
-    @staticmethod
-    def _batch_is_finite(batch: TensorDict) -> bool:
-        return bool(torch.stack([batch[k].isfinite().all() for k in _FLOAT_KEYS]).all())
-
-    @torch.no_grad()
-    def _update_normalizers(self, batch: TensorDict) -> None:
-        self.obs_normalizer.update(batch["obs"])
-        self.critic_obs_normalizer.update(batch["critic_obs"])
 
     @torch.no_grad()
     def _prepare(self, batch: TensorDict) -> Minibatch:
@@ -279,77 +263,109 @@ class OffPolicyLearner(LightningModule, ABC):
             "next_critic_obs": self.critic_obs_normalizer(batch["next_critic_obs"]),
             "actions": batch["actions"],
             "reward": batch["reward"],
-            "discount": self.hparams.gamma * bootstrap.to(batch["reward"].dtype),
+            "discount": self.offpolicy.gamma * bootstrap.to(batch["reward"].dtype),
         }
 
     def _run_updates(self, data: Minibatch, iteration: int) -> dict[str, torch.Tensor]:
-        hp = self.hparams
-        size = data["reward"].shape[0] // hp.updates_per_step
-        sums: dict[str, list[torch.Tensor]] = {}
-        for u in range(hp.updates_per_step):
+        updates = self.offpolicy.updates_per_step
+        size = data["reward"].shape[0] // updates
+        steps = []
+        for u in range(updates):
             self._update_index = u
             mb = {key: value[u * size : (u + 1) * size] for key, value in data.items()}
-            k = iteration * hp.updates_per_step + u
-            terms = self._update(
-                mb,
-                update_actor=(k + 1) % hp.policy_frequency == 0,
-                counted=u == hp.updates_per_step - 1,
+            k = iteration * updates + u
+            steps.append(
+                self._update(
+                    mb,
+                    update_actor=(k + 1) % self.offpolicy.policy_frequency == 0,
+                    counted=u == updates - 1,
+                )
             )
-            for key, value in terms.items():
-                sums.setdefault(key, []).append(value.detach().float())
-        return {key: torch.stack(values).mean() for key, values in sums.items()}
+        return mean_terms(steps)
+
+    def _update(self, mb: Minibatch, update_actor: bool, counted: bool) -> dict[str, torch.Tensor]:
+        """The critic step, the Polyak step of its targets and (``update_actor``) the actor step.
+
+        Args:
+            mb: One minibatch of :meth:`_prepare`'s entries.
+            update_actor: Take an actor step after the critic step.
+            counted: The critic step is the one per iteration Lightning counts.
+
+        Returns:
+            The logged terms of the steps that were taken.
+        """
+        loss, critic_terms = self._critic_loss_fn(mb)
+        grad_norm = self._optimize(CRITIC, loss, list(self.critic.parameters()), counted)
+        terms: dict[str, torch.Tensor] = {}
+        if grad_norm is not None:
+            terms.update(critic_terms)
+            terms[metrics.CRITIC_GRAD_NORM] = grad_norm
+        polyak_update(self.critic_target, self.critic, self.offpolicy.tau)
+        if update_actor:
+            loss, actor_terms = self._actor_loss_fn(mb)
+            grad_norm = self._optimize(ACTOR, loss, list(self.actor.parameters()))
+            if grad_norm is not None:
+                terms.update(actor_terms)
+                terms[metrics.ACTOR_GRAD_NORM] = grad_norm
+        return terms
+
+    def _td_loss(
+        self, mb: Minibatch, next_actions: torch.Tensor, reward: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """C51 loss of both twins against the target twins' projection at ``(s', next_actions)``.
+
+        Each target twin's next-state distribution is projected onto the support through
+        ``reward + discount·z``; with ``use_cdq`` both heads learn the projection of the twin
+        with the smaller mean, otherwise each its own; loss = Σ_heads mean cross-entropy.
+        """
+        options = self.offpolicy
+        with torch.no_grad():
+            # Distributions in float32 even under bf16 autocast: atoms are 1/num_atoms apart.
+            next_logits = self.critic_target(mb["next_critic_obs"], next_actions).float()
+            target = categorical_projection(
+                torch.softmax(next_logits, dim=-1),
+                reward,
+                mb["discount"],
+                options.v_min,
+                options.v_max,
+            )
+            if options.use_cdq:
+                target = clipped_double_target(target, self.support)
+            target_q = expected_value(target, self.support)
+        logits = self.critic(mb["critic_obs"], mb["actions"]).float()
+        loss = distributional_cross_entropy(logits, target).mean(-1).sum()
+        return loss, {
+            metrics.LOSS_CRITIC: loss.detach(),
+            metrics.Q_TARGET_MEAN: target_q.mean(),
+            metrics.Q_TARGET_MAX: target_q.max(),
+            metrics.Q_TARGET_MIN: target_q.min(),
+        }
+
+    def _policy_q(self, critic_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``Q(s, a)`` for the actor loss: the twins' expected values, min under ``use_cdq``, else mean."""
+        logits = self.critic(critic_obs, actions).float()
+        q = expected_value(torch.softmax(logits, dim=-1), self.support)
+        return q.min(dim=0).values if self.offpolicy.use_cdq else q.mean(dim=0)
 
     def _optimize(
         self, which: int, loss: torch.Tensor, params: Sequence[torch.Tensor], counted: bool = False
     ) -> torch.Tensor | None:
-        """Backward into ``params`` only, clip, step optimizer ``which``.
+        """Backward into ``params`` only, clip, step optimizer ``which`` (see ``RLAlgorithm._step``).
 
         Returns:
             The pre-clip gradient norm, or ``None`` when the loss or norm was non-finite and the
             step was skipped.
         """
-        lightning_optimizer = self.optimizers()[which]
-        optimizer = lightning_optimizer.optimizer
-        optimizer.zero_grad(set_to_none=True)
-        # inputs= keeps e.g. the actor loss from filling the critic's gradients.
-        self.manual_backward(loss, inputs=list(params))
-        grad_norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        # The one host sync per step: the skip decision needs the value.
-        finite = bool(torch.isfinite(loss.detach() + grad_norm))
-        name = _OPTIMIZER_NAMES[which]
-        if finite:
-            self._nonfinite.passed(_steps(name))
-            if self.hparams.max_grad_norm > 0.0:
-                nn.utils.clip_grads_with_norm_(params, self.hparams.max_grad_norm, grad_norm)
-        else:
-            optimizer.zero_grad(set_to_none=True)
-            self._skip_nonfinite(name)
-        if counted:
-            lightning_optimizer.step()
-        elif finite:
-            optimizer.step()
-        return grad_norm if finite else None
-
-    def _count_iteration(self) -> None:
-        # No gradients exist, so AdamW changes nothing; the call only advances global_step.
-        self.optimizers()[CRITIC].optimizer.zero_grad(set_to_none=True)
-        self.optimizers()[CRITIC].step()
-
-    def _skip_nonfinite(self, what: str) -> None:
-        self.nonfinite_skips += 1
-        where = f"iteration {self.global_step}"
-        if what != "input batch":
-            where += f", update {self._update_index + 1}/{self.hparams.updates_per_step}"
-        self._nonfinite.skipped(_steps(what), where)
-
-    def _adamw(
-        self, params: Sequence[torch.Tensor], lr: float, weight_decay: float
-    ) -> torch.optim.AdamW:
-        """AdamW with the configured betas; the fused kernel on CUDA."""
-        return torch.optim.AdamW(
+        where = (
+            f"iteration {self.global_step}, "
+            f"update {self._update_index + 1}/{self.offpolicy.updates_per_step}"
+        )
+        return self._step(
+            self.optimizers()[which],
+            loss,
             params,
-            lr=lr,
-            betas=tuple(self.hparams.adam_betas),
-            weight_decay=weight_decay,
-            fused=self.device.type == "cuda",
+            max_grad_norm=self.offpolicy.max_grad_norm,
+            counted=counted,
+            kind=_steps(_OPTIMIZER_NAMES[which]),
+            where=where,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +37,11 @@ class PolicySpec:
 
     target: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, factory: Callable[..., nn.Module], kwargs: Mapping[str, Any]) -> PolicySpec:
+        """The spec that rebuilds ``factory(**kwargs)``; ``factory`` is a module-level class."""
+        return cls(f"{factory.__module__}:{factory.__qualname__}", dict(kwargs))
 
     def build(self) -> nn.Module:
         """Import ``target`` and call it with ``kwargs``.
@@ -201,3 +207,26 @@ class MLPCritic(nn.Module):
         """Values ``[...]`` of critic observations ``[..., obs_size]``."""
         # Without a normaliser or distribution MLPModel.forward is exactly its MLP.
         return self.model.mlp(obs).squeeze(-1)
+
+
+class NormalizedPolicy(nn.Module):
+    """Raw policy observation → deterministic action: the observation normaliser, then the actor.
+
+    Both modules are the learner's own (not copies), so the policy always acts with the current
+    weights and statistics. The forward pass has no data-dependent Python control flow, so
+    ``torch.jit.trace`` and ``torch.onnx.export`` capture it whole.
+
+    Args:
+        normalizer: Maps raw observations ``[..., obs_size]`` to normalised ones.
+        actor: Maps normalised observations to the deterministic action ``[..., action_size]``
+            in its ``forward``.
+    """
+
+    def __init__(self, normalizer: nn.Module, actor: nn.Module) -> None:
+        super().__init__()
+        self.normalizer = normalizer
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic action for raw observations ``[..., obs_size]``."""
+        return self.actor(self.normalizer(obs))

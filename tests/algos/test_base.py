@@ -1,0 +1,98 @@
+"""What every algorithm gets from RLAlgorithm: the inference policy and the required sync callbacks."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from offpolicy_batches import DC, DP, SMALL, A, build
+
+from callbacks import ObsNormSync, WeightSync
+from unilab_lit.algos.appo import APPO
+from unilab_lit.algos.base import RLAlgorithm
+from unilab_lit.algos.fast_sac import FastSAC
+from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.nn.normalization import normalize
+
+
+def _appo() -> APPO:
+    return APPO(DP, DC, A, actor_hidden_dims=[16], critic_hidden_dims=[16])
+
+
+def _fast_td3() -> FastTD3:
+    return build(FastTD3, **SMALL)
+
+
+def _fast_sac() -> FastSAC:
+    return build(FastSAC, **SMALL)
+
+
+ALGOS = [_appo, _fast_td3, _fast_sac]
+
+
+def _trained_statistics(model: RLAlgorithm) -> None:
+    # Off-centre statistics and moved weights, so neither the normaliser nor the actor is a no-op.
+    torch.manual_seed(0)
+    model.obs_normalizer.update(torch.randn(64, DP) * 3.0 + 5.0)
+    with torch.no_grad():
+        for p in model.collector_policy().parameters():
+            p.add_(0.3 * torch.randn_like(p))
+
+
+@pytest.mark.parametrize("make", ALGOS)
+def test_inference_policy_equals_the_collectors_deterministic_action_on_raw_obs(make):
+    model = make()
+    _trained_statistics(model)
+    # The collector's side: the policy rebuilt from its spec with the published weights,
+    # acting on observations normalised with the published statistics.
+    collector = model.collector_policy_spec().build()
+    collector.load_state_dict(model.collector_policy().state_dict())
+    norm = model.obs_normalizer
+    raw = torch.randn(32, DP) * 3.0 + 5.0
+    expected = collector(normalize(raw, norm.mean, norm.var, norm.eps, norm.clip))
+    with torch.no_grad():
+        torch.testing.assert_close(model.inference_policy()(raw), expected)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace:DeprecationWarning")
+@pytest.mark.parametrize("make", ALGOS)
+def test_inference_policy_traces_and_exports_without_data_dependent_branches(make):
+    model = make()
+    _trained_statistics(model)
+    policy = model.inference_policy().eval()
+    example, other = torch.randn(4, DP), torch.randn(9, DP) * 30.0  # the other one hits the clip
+    with torch.no_grad():
+        traced = torch.jit.trace(policy, example)
+        torch.testing.assert_close(traced(other), policy(other))
+        exported = torch.export.export(
+            policy, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},)
+        )
+        torch.testing.assert_close(exported.module()(other), policy(other))
+
+
+def _callbacks_added_to(callbacks: list, datamodule: object | None = object()) -> list:
+    model = _appo()
+    model.trainer = SimpleNamespace(callbacks=callbacks, datamodule=datamodule)
+    return model.configure_callbacks()
+
+
+def test_configure_callbacks_adds_both_syncs_to_a_trainer_without_them():
+    added = _callbacks_added_to([ModelCheckpoint()])
+    assert sorted(type(c).__name__ for c in added) == ["ObsNormSync", "WeightSync"]
+
+
+def test_configure_callbacks_keeps_the_users_own_sync_and_adds_only_the_missing_one():
+    class SlowWeightSync(WeightSync):
+        pass
+
+    for mine in (WeightSync(every_n_steps=7), SlowWeightSync(every_n_steps=7)):
+        added = _callbacks_added_to([mine])
+        # Lightning replaces trainer callbacks of a returned type: only ObsNormSync comes back.
+        assert [type(c) for c in added] == [ObsNormSync]
+    assert _callbacks_added_to([WeightSync(), ObsNormSync()]) == []
+
+
+def test_configure_callbacks_adds_nothing_without_a_data_module():
+    assert _callbacks_added_to([], datamodule=None) == []

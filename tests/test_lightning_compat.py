@@ -1,0 +1,67 @@
+"""Pins the Lightning internals ``unilab_lit.lightning_compat`` relies on; fails by name when they move."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+from tests.conftest import REPO
+from unilab_lit.lightning_compat import AppendingExperimentWriter, cached_experiment
+from unilab_lit.loggers import ResumableCSVLogger
+
+# Lightning writes its columns sorted.
+_HEADER = "Loss/value,step\n"
+
+
+def _run_dir_with_metrics(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ExperimentWriter.NAME_METRICS_FILE).write_text(_HEADER + "1.5,0\n")
+    return run
+
+
+def test_lightning_writer_still_deletes_metrics_in_the_private_hook_this_overrides(tmp_path):
+    hook = inspect.signature(ExperimentWriter._check_log_dir_exists)
+    assert list(hook.parameters) == ["self"]
+    assert "self._check_log_dir_exists()" in inspect.getsource(ExperimentWriter.__mro__[1].__init__)
+    run = _run_dir_with_metrics(tmp_path)
+    ExperimentWriter(log_dir=str(run))
+    assert not (run / ExperimentWriter.NAME_METRICS_FILE).exists()
+
+
+def test_appending_writer_keeps_the_rows_and_takes_over_the_columns(tmp_path):
+    run = _run_dir_with_metrics(tmp_path)
+    writer = AppendingExperimentWriter(log_dir=str(run))
+    assert writer.metrics_keys == ["Loss/value", "step"]
+    writer.log_metrics({"Loss/value": 0.5}, step=1)
+    writer.save()
+    assert (run / "metrics.csv").read_text() == _HEADER + "1.5,0\n0.5,1\n"
+
+
+def test_csv_logger_still_caches_its_writer_in_private_experiment(tmp_path):
+    plain = CSVLogger(tmp_path, name="plain")
+    assert plain._experiment is None
+    assert plain.experiment is plain._experiment
+    resumable = ResumableCSVLogger(tmp_path, name="resumable")
+    writer = resumable.experiment
+    assert isinstance(writer, AppendingExperimentWriter)
+    assert writer is resumable._experiment
+    assert cached_experiment(resumable, AppendingExperimentWriter) is writer
+
+
+def test_no_module_outside_the_compat_module_reaches_into_lightning_internals():
+    private = re.compile(
+        r"\b(trainer|_logger_connector|fit_loop|epoch_loop)\._\w+|\._(experiment|fs)\b"
+    )
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for folder in ("unilab_lit", "callbacks")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path.name != "lightning_compat.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if private.search(line)
+    ]
+    assert offenders == []

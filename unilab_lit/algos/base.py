@@ -1,0 +1,226 @@
+"""The algorithm base: the collector contract and what every learner shares besides its math."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+import torch
+from lightning.pytorch import Callback, LightningModule
+from lightning.pytorch.core.optimizer import LightningOptimizer
+from torch import nn
+
+from unilab_lit import metrics
+from unilab_lit.algos.nonfinite import NonfiniteGuard
+from unilab_lit.log_schedule import loggers_write_this_step
+from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.nn.policies import PolicySpec
+from unilab_lit.validation import check_arg
+
+
+class RLAlgorithm(LightningModule, ABC):
+    """A learner whose data comes from a collector process: the contract and the shared verbs.
+
+    **Collector contract.** The data module rebuilds :meth:`collector_policy` in the collector
+    from :meth:`collector_policy_spec`; ``WeightSync`` publishes :meth:`collector_policy`'s
+    ``state_dict`` and ``ObsNormSync`` publishes ``obs_normalizer``'s statistics, and the
+    collector normalises raw policy observations with exactly those before acting.
+    :meth:`inference_policy` is the same policy for evaluation and export: raw observation in,
+    deterministic action out. :meth:`configure_callbacks` adds the two sync callbacks when the
+    trainer has none, because without them the collector waits forever for its first weights.
+
+    **Shared state.** ``obs_normalizer`` / ``critic_obs_normalizer`` (running statistics in
+    buffers, so checkpoints carry them) and ``nonfinite_skips`` (a buffer counting skipped
+    non-finite updates). ``max_nonfinite_steps`` skips of one kind in a row raise.
+
+    **Step convention.** One ``global_step`` is one iteration (one dataset item), however many
+    optimizer steps it takes: every step goes to the raw optimizer except one per iteration,
+    taken through Lightning's wrapper of the first optimizer of ``configure_optimizers`` (see
+    :meth:`_step`; an iteration that skips every update calls :meth:`_count_iteration`).
+    ``max_steps``, ``ModelCheckpoint(every_n_train_steps)``, the progress bar and the logger's
+    x-axis therefore all count iterations. Because the raw steps bypass Lightning's precision
+    plugin, ``precision="16-mixed"`` (loss scaling) is rejected; 32-bit and bf16 work.
+
+    Subclasses call ``self.save_hyperparameters()`` in their own ``__init__`` (after this one),
+    so the checkpointed config is exactly their constructor's arguments.
+
+    Args:
+        policy_obs_size: Width of the policy observation group (>= 1).
+        critic_obs_size: Width of the critic observation group (>= 1).
+        action_size: Width of the action vector (>= 1).
+        max_nonfinite_steps: Consecutive skipped updates of one kind that stop training (>= 1).
+        nonfinite_advice: What to check, appended to the error that stops training.
+
+    Raises:
+        ValueError: If an argument is outside its valid range (the message names it).
+    """
+
+    obs_normalizer: ObsNormalizer
+    """Running statistics of the policy observation; published to the collector by ``ObsNormSync``."""
+
+    critic_obs_normalizer: ObsNormalizer
+    """Running statistics of the critic observation (learner only)."""
+
+    nonfinite_skips: torch.Tensor
+
+    def __init__(
+        self,
+        policy_obs_size: int,
+        critic_obs_size: int,
+        action_size: int,
+        max_nonfinite_steps: int,
+        nonfinite_advice: str,
+    ) -> None:
+        super().__init__()
+        for name, size in (
+            ("policy_obs_size", policy_obs_size),
+            ("critic_obs_size", critic_obs_size),
+            ("action_size", action_size),
+        ):
+            check_arg(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
+        check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
+        self.automatic_optimization = False
+        self.obs_normalizer = ObsNormalizer(policy_obs_size)
+        self.critic_obs_normalizer = ObsNormalizer(critic_obs_size)
+        # Total skipped updates; a buffer so the count survives a resume.
+        self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
+        self._nonfinite = NonfiniteGuard(type(self).__name__, max_nonfinite_steps, nonfinite_advice)
+
+    # ----------------------------------------------------------------- collector contract
+    @abstractmethod
+    def collector_policy(self) -> nn.Module:
+        """The learner's acting module, whose ``state_dict`` ``WeightSync`` publishes.
+
+        Its ``act(normalised_obs)`` returns ``{"actions": ...}`` (and ``"log_prob"`` where the
+        algorithm needs the behaviour density); its ``forward`` is the deterministic action.
+        """
+
+    @abstractmethod
+    def collector_policy_spec(self) -> PolicySpec:
+        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
+
+    @abstractmethod
+    def inference_policy(self) -> nn.Module:
+        """Raw policy observation ``[..., policy_obs_size]`` → deterministic action ``[..., action_size]``.
+
+        The observation normaliser is folded in, and the forward pass has no data-dependent
+        Python control flow, so ``torch.jit.trace`` / ``torch.onnx.export`` capture it. It uses
+        the learner's live modules; copy it to freeze it.
+        """
+
+    # ------------------------------------------------------------------------- Lightning
+    def configure_callbacks(self) -> list[Callback]:
+        """``WeightSync`` and ``ObsNormSync`` for whichever of the two the trainer lacks.
+
+        The collector acts only after it received weights and statistics, so a run without
+        them would wait for data until ``data_timeout_s``. A trainer's own instance (of the
+        class or a subclass) keeps its settings: Lightning replaces trainer callbacks of the
+        type this returns, so only the missing types are returned. A fit on plain dataloaders
+        (no data module, so no collector to publish to) gets none.
+        """
+        if self.trainer.datamodule is None:
+            return []
+        # callbacks/ is the layer above this package (it reads the data module and the
+        # collector); importing it at call time keeps unilab_lit importable on its own.
+        from callbacks import ObsNormSync, WeightSync
+
+        present = self.trainer.callbacks
+        return [
+            required()
+            for required in (WeightSync, ObsNormSync)
+            if not any(isinstance(callback, required) for callback in present)
+        ]
+
+    def on_fit_start(self) -> None:
+        if self.trainer.precision == "16-mixed":
+            raise ValueError(
+                f"{type(self).__name__} does not support precision='16-mixed': its raw optimizer "
+                "steps bypass Lightning's gradient scaler; use '32-true' or 'bf16-mixed'"
+            )
+
+    # ----------------------------------------------------------------------- shared verbs
+    @torch.no_grad()
+    def _update_normalizers(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> None:
+        self.obs_normalizer.update(obs)
+        self.critic_obs_normalizer.update(critic_obs)
+
+    def _step(
+        self,
+        optimizer: LightningOptimizer,
+        loss: torch.Tensor,
+        params: Sequence[torch.Tensor],
+        *,
+        max_grad_norm: float,
+        counted: bool,
+        kind: str,
+        where: str,
+    ) -> torch.Tensor | None:
+        """Backward into ``params`` only, clip, step; skip and count a non-finite loss or gradient.
+
+        Args:
+            optimizer: Lightning's wrapper of the optimizer that owns ``params``.
+            loss: Scalar loss.
+            params: The parameters this step updates (``inputs=`` of the backward, so e.g. an
+                actor loss leaves the critic's gradients alone).
+            max_grad_norm: Global gradient-norm clip over ``params``; 0 disables clipping.
+            counted: Step through Lightning's wrapper: the one step per iteration that advances
+                ``global_step``. It is taken even when this update is skipped; its gradients are
+                then ``None`` and the optimizer leaves every parameter alone.
+            kind: The run of skips this update belongs to (e.g. ``"critic steps"``).
+            where: Where this update is, for the warning and the error.
+
+        Returns:
+            The pre-clip gradient norm, or ``None`` when the loss or the norm was non-finite and
+            the update was skipped.
+
+        Raises:
+            RuntimeError: On the ``max_nonfinite_steps``-th skipped update of ``kind`` in a row.
+        """
+        raw = optimizer.optimizer
+        raw.zero_grad(set_to_none=True)
+        self.manual_backward(loss, inputs=list(params))
+        grad_norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        # The one host sync per update: the skip decision needs the value.
+        finite = bool(torch.isfinite(loss.detach() + grad_norm))
+        if finite:
+            self._nonfinite.passed(kind)
+            if max_grad_norm > 0.0:
+                nn.utils.clip_grads_with_norm_(params, max_grad_norm, grad_norm)
+        else:
+            raw.zero_grad(set_to_none=True)
+            self._skip_nonfinite(kind, where)
+        if counted:
+            optimizer.step()
+        elif finite:
+            raw.step()
+        return grad_norm if finite else None
+
+    def _count_iteration(self) -> None:
+        """Advance ``global_step`` for an iteration that updates nothing.
+
+        No gradients exist, so the optimizer changes nothing; the call only counts.
+        """
+        optimizer = self._counted_optimizer()
+        optimizer.optimizer.zero_grad(set_to_none=True)
+        optimizer.step()
+
+    def _counted_optimizer(self) -> LightningOptimizer:
+        optimizers = self.optimizers()
+        return optimizers[0] if isinstance(optimizers, list) else optimizers
+
+    def _skip_nonfinite(self, kind: str, where: str) -> None:
+        self.nonfinite_skips += 1
+        self._nonfinite.skipped(kind, where)
+
+    def _loggers_write(self) -> bool:
+        """Whether this iteration's metrics reach the loggers (call after its counted step).
+
+        Each logged key costs ~1 ms on a busy CPU, so costly or numerous terms are logged only
+        on the iterations the loggers write (Lightning's own ``LearningRateMonitor`` does the same).
+        """
+        return loggers_write_this_step(self.trainer)
+
+    def _log_terms(self, terms: Mapping[str, torch.Tensor | float], batch_size: int) -> None:
+        """Log ``terms`` and the skip count for this iteration (call when :meth:`_loggers_write`)."""
+        logged = {**terms, metrics.NONFINITE_SKIPS: self.nonfinite_skips.float()}
+        self.log_dict(logged, on_step=True, on_epoch=False, batch_size=batch_size)
