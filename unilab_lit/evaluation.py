@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -15,6 +16,9 @@ from lightning.pytorch import LightningModule
 from unilab_lit import metrics
 from unilab_lit.envs.base import BatchedMujocoEnv
 from unilab_lit.envs.spec import POLICY
+
+if TYPE_CHECKING:
+    from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 """Raw policy observations ``[N, obs_size]`` -> actions ``[N, action_size]``."""
@@ -90,7 +94,7 @@ class EpisodeResults:
 
 @torch.no_grad()
 def run_episodes(
-    env: BatchedMujocoEnv,
+    env: BatchedMujocoEnv | GymnasiumVectorAdapter,
     act: Act,
     episodes: int,
     *,
