@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -46,3 +48,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def appo_cartpole_run(tmp_path_factory) -> Path:
+    """``runs`` directory of a short APPO CartpoleSwingup fit through the CLI (40 iterations):
+    ``appo_cartpole/version_0/`` holds ``config.yaml`` and ``checkpoints/last.ckpt``."""
+    runs = tmp_path_factory.mktemp("appo_cartpole") / "runs"
+    subprocess.run(
+        [
+            sys.executable,
+            "cli.py",
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            "--trainer.max_steps=40",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.logger.init_args.save_dir={runs}",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return runs
+
+
+@pytest.fixture(scope="session")
+def checkpoint_without_config(appo_cartpole_run, tmp_path_factory) -> Path:
+    """The fit's checkpoint as a plain ``Trainer`` would have written it: no LightningCLI
+    hyper-parameters naming model or data, and no ``config.yaml`` beside it."""
+    (source,) = appo_cartpole_run.rglob("last.ckpt")
+    checkpoint = torch.load(source, map_location="cpu", weights_only=True)
+    checkpoint["hyper_parameters"].pop("_class_path")
+    checkpoint.pop("datamodule_hyper_parameters")
+    path = tmp_path_factory.mktemp("plain") / "checkpoints" / "last.ckpt"
+    path.parent.mkdir()
+    torch.save(checkpoint, path)
+    return path

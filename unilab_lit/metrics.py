@@ -16,6 +16,12 @@ ENV_STEPS = "Train/env_steps"
 LEARNED_ENV_STEPS = "Train/learned_env_steps"
 NONFINITE_RESETS = "Train/nonfinite_resets"
 
+# Evaluation of the deterministic policy on its own envs (callbacks.PolicyEvaluator).
+EVAL_MEAN_REWARD = "Eval/mean_reward"
+EVAL_MEAN_EPISODE_LENGTH = "Eval/mean_episode_length"
+EVAL_REWARD_TERM = "Eval/rew_{term}"
+EVAL_VIDEO = "Eval/video"
+
 # Throughput.
 COLLECTION_FPS = "Perf/collection_fps"
 LEARN_FPS = "Perf/learn_fps"
@@ -53,3 +59,8 @@ POLICY_ENTROPY = "Policy/entropy"
 def episode_reward_term(term: str) -> str:
     """Key under which the per-episode sum of one reward term is logged."""
     return EPISODE_REWARD_TERM.format(term=term)
+
+
+def eval_reward_term(term: str) -> str:
+    """Key under which the evaluation's mean per-episode sum of one reward term is logged."""
+    return EVAL_REWARD_TERM.format(term=term)

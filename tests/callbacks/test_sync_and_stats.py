@@ -43,6 +43,7 @@ class _Link:
         self.shared_weights = SharedWeights(flat_size(policy))
         self.shared_obs_stats = SharedObsStats(obs_size)
         self.task = "CartpoleSwingup"
+        self.task_kwargs: dict = {}
         self.env_steps = 0
         self.learned_env_steps = 0
         self.last_wait_s = 0.0

@@ -56,6 +56,11 @@ class CollectorDataModule(LightningDataModule, ABC):
 
     def __init__(self, collector: CollectorOptions) -> None:
         super().__init__()
+        # Checkpoints then carry the collector options (the task among them), so that play and
+        # export rebuild the env from the checkpoint alone. Not logged: Lightning refuses to log
+        # hparams the model shares with different values (ReplayDataModule's updates_per_step
+        # is None where the model's is a number).
+        self.save_hyperparameters(logger=False)
         self.collector = collector
         self._session: CollectorSession | None = None
         self._feed = FeedStats()

@@ -25,6 +25,10 @@ class CollectorLink(Protocol):
         """The registered task the collector steps."""
 
     @property
+    def task_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments the collector's task was built with."""
+
+    @property
     def env_steps(self) -> int:
         """Collector env steps behind every batch delivered so far (restored on resume)."""
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from unilab_lit.validation import check_arg
 
 
@@ -49,3 +51,8 @@ class CollectorOptions:
             check_arg(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
         for name in ("stall_timeout_s", "data_timeout_s", "startup_timeout_s"):
             check_arg(getattr(self, name) > 0, name, getattr(self, name), "> 0")
+
+
+# Data modules save their options in every checkpoint's hyper-parameters (play and export rebuild
+# the task from them); Lightning loads checkpoints with torch's weights-only unpickler.
+torch.serialization.add_safe_globals([CollectorOptions])

@@ -187,6 +187,11 @@ class CollectorSession:
         return self.options.task
 
     @property
+    def task_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments the collector's task was built with."""
+        return dict(self.options.task_kwargs)
+
+    @property
     def env_steps(self) -> int:
         """Collector env steps behind every batch delivered so far (restored on resume)."""
         return self._feed.env_steps

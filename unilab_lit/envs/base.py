@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 from mujoco import batch as mj_batch
 
+from unilab_lit.envs.render import BatchFrameRenderer
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.log_limits import RateLimitFilter
 
@@ -129,6 +130,8 @@ class BatchedMujocoEnv(ABC):
         self._term_sums = np.zeros((num_envs, len(self.spec.reward_terms)), dtype=np.float64)
         self._all_ids = np.arange(num_envs, dtype=np.int64)
         self._needs_reset = True
+        self._renderer: BatchFrameRenderer | None = None
+        self._renderer_key: tuple[int, int, str | None] | None = None
 
     # ------------------------------------------------------------------ task hooks
 
@@ -174,19 +177,22 @@ class BatchedMujocoEnv(ABC):
         """The model the batch simulates (a copy of the one given to ``__init__``)."""
         return self._model
 
-    def reset(self, seed: int | None = None) -> Obs:
+    def reset(self, seed: int | None = None, *, stagger: bool = True) -> Obs:
         """Reset every env and stagger their timeouts; returns the observation groups.
 
         Args:
             seed: Reseeds the generator when given; otherwise it continues its stream (the
                 constructor's ``seed`` on a fresh env).
+            stagger: Spread the first episodes' timeouts over an episode length (for training);
+                ``False`` gives every env a full first episode (for evaluation).
         """
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._reset_envs(self._all_ids)
-        # Stagger after the reset (not before it, which the reset would undo) so that timeouts
-        # of the first episodes spread over a whole episode length.
-        self._elapsed[:] = self._rng.integers(0, self.spec.max_episode_steps, self.num_envs)
+        if stagger:
+            # After the reset (not before it, which the reset would undo) so that timeouts of
+            # the first episodes spread over a whole episode length.
+            self._elapsed[:] = self._rng.integers(0, self.spec.max_episode_steps, self.num_envs)
         self._needs_reset = False
         obs = self._obs_float32()
         self._check_obs_shapes(obs)
@@ -334,13 +340,39 @@ class BatchedMujocoEnv(ABC):
         self.batch.forward(self._all_ids)
         self._needs_reset = False
 
+    def render(
+        self, env_ids: Sequence[int], width: int = 640, height: int = 480, camera: str | None = None
+    ) -> np.ndarray:
+        """RGB frames ``[len(env_ids), height, width, 3]`` (uint8) of the envs' current state.
+
+        Offscreen, without a display (see :class:`~unilab_lit.envs.render.BatchFrameRenderer`
+        for the backend and the default camera). The renderer is kept for the next call with
+        the same size and camera.
+
+        Raises:
+            RuntimeError: If no OpenGL context can be created.
+            ValueError: If a size is not positive or ``camera`` is not a camera of the model.
+        """
+        key = (width, height, camera)
+        if self._renderer is None or self._renderer_key != key:
+            self._close_renderer()
+            self._renderer = BatchFrameRenderer(self._model, self.batch, width, height, camera)
+            self._renderer_key = key
+        return self._renderer.render(env_ids)
+
     def close(self) -> None:
         """Release the batch; the env cannot be stepped afterwards."""
+        self._close_renderer()
         self._needs_reset = True
         self.batch = None
         self.qpos = self.qvel = self.ctrl = None
 
     # ------------------------------------------------------------------ internals
+
+    def _close_renderer(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)

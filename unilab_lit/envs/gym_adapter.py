@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -134,12 +134,14 @@ class GymnasiumVectorAdapter:
     def num_envs(self) -> int:
         return self.spec.num_envs
 
-    def reset(self, seed: int | None = None) -> Obs:
+    def reset(self, seed: int | None = None, *, stagger: bool = True) -> Obs:
         """Reset every env; returns the observation groups.
 
         Args:
             seed: Reseeds env ``i`` with ``seed + i`` when given; otherwise the envs continue
                 their random streams (from the constructor's ``seed`` on the first reset).
+            stagger: Accepted for the batched contract; gymnasium envs start every episode
+                in full whatever its value.
         """
         if seed is None:
             seed = self._seed
@@ -230,6 +232,27 @@ class GymnasiumVectorAdapter:
             "nonfinite_resets": num_bad,
         }
         return _groups(obs), reward.astype(np.float32), terminated, truncated, info
+
+    def render(
+        self, env_ids: Sequence[int], width: int = 640, height: int = 480, camera: str | None = None
+    ) -> np.ndarray:
+        """RGB frames ``[len(env_ids), H, W, 3]`` (uint8) from the envs' own ``render()``.
+
+        The envs must have been made with ``render_mode="rgb_array"`` (``env_kwargs``). A
+        gymnasium env fixes its frame size and camera when it is made (MuJoCo envs take
+        ``width``/``height``/``camera_name`` in ``env_kwargs``), so ``width``, ``height`` and
+        ``camera`` are accepted for the batched contract and not applied.
+
+        Raises:
+            ValueError: If the envs do not render ``rgb_array`` frames.
+        """
+        if self._env.render_mode != "rgb_array":
+            raise ValueError(
+                f"{type(self).__name__}: the env renders with render_mode="
+                f"{self._env.render_mode!r}; make it with env_kwargs={{'render_mode': 'rgb_array'}}"
+            )
+        frames = self._env.call("render")
+        return np.stack([np.asarray(frames[int(i)], dtype=np.uint8) for i in env_ids])
 
     def close(self) -> None:
         """Close the wrapped vector env."""

@@ -1,0 +1,206 @@
+"""Evaluates the deterministic policy on its own envs during fit and logs ``Eval/*``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.loggers import TensorBoardLogger
+from tensorboard.compat.proto.summary_pb2 import Summary
+from typing_extensions import override
+
+from unilab_lit import metrics, tracing, video
+from unilab_lit.data.link import collector_link
+from unilab_lit.envs import GYM_PREFIX, make_env
+from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
+
+log = logging.getLogger(__name__)
+
+
+class PolicyEvaluator(Callback):
+    """Runs whole episodes of the deterministic policy every ``every_n_steps`` iterations.
+
+    The episodes run in the learner process on an env batch of their own (built once, reset
+    with ``seed`` at every evaluation, so successive evaluations start from the same states),
+    with the deterministic action and the learner's current normaliser. They never touch the
+    collector, which keeps running in its own process. Logged, on the loggers' step axis:
+    ``Eval/mean_reward``, ``Eval/mean_episode_length`` and ``Eval/rew_<term>`` (mean per-episode
+    sum of each reward term). The values also go into ``trainer.callback_metrics``, so
+    ``ModelCheckpoint(monitor="Eval/mean_reward", mode="max")`` keeps the best policy; give it
+    ``every_n_train_steps`` equal to ``every_n_steps``.
+
+    With ``every_n_video_steps`` set, the evaluation on those iterations also renders env 0
+    (offscreen) and logs up to ``video_frames`` frames as an animated clip under ``Eval/video``
+    to every ``TensorBoardLogger``.
+
+    The schedule (next evaluation and video step) is in ``state_dict``, so a resumed run keeps it.
+
+    Args:
+        every_n_steps: Iterations between evaluations (>= 1).
+        episodes: Episodes per evaluation, spread over the envs (>= 1).
+        num_envs: Envs of the evaluation batch (>= 1).
+        seed: Seed of the evaluation envs' reset (apart from the collector's).
+        task: Task to evaluate on; ``None`` takes the data module's ``task`` and ``task_kwargs``.
+        task_kwargs: Keyword arguments of ``task`` (only with ``task``).
+        every_n_video_steps: Iterations between clips; ``None`` (default) logs none. Clips come
+            from evaluations, so it should be a multiple of ``every_n_steps``.
+        video_frames: Longest clip, in frames (>= 1).
+        video_width: Clip width in pixels (>= 1).
+        video_height: Clip height in pixels (>= 1).
+
+    Raises:
+        ValueError: If a count or size is out of range, or ``task_kwargs`` is given without
+            ``task``.
+    """
+
+    def __init__(
+        self,
+        every_n_steps: int = 100,
+        episodes: int = 16,
+        num_envs: int = 16,
+        seed: int = 1_000_003,
+        task: str | None = None,
+        task_kwargs: dict[str, Any] | None = None,
+        every_n_video_steps: int | None = None,
+        video_frames: int = 200,
+        video_width: int = 320,
+        video_height: int = 240,
+    ) -> None:
+        for name, value in (
+            ("every_n_steps", every_n_steps),
+            ("episodes", episodes),
+            ("num_envs", num_envs),
+            ("video_frames", video_frames),
+            ("video_width", video_width),
+            ("video_height", video_height),
+        ):
+            if value < 1:
+                raise ValueError(f"PolicyEvaluator.{name} must be >= 1, got {value}")
+        if every_n_video_steps is not None and every_n_video_steps < 1:
+            raise ValueError(
+                f"PolicyEvaluator.every_n_video_steps must be >= 1 or null, got {every_n_video_steps}"
+            )
+        if task is None and task_kwargs:
+            raise ValueError(
+                "PolicyEvaluator.task_kwargs needs task (else the data module's apply)"
+            )
+        self.every_n_steps = every_n_steps
+        self.episodes = episodes
+        self.num_envs = num_envs
+        self.seed = seed
+        self.task = task
+        self.task_kwargs = dict(task_kwargs or {})
+        self.every_n_video_steps = every_n_video_steps
+        self.video_frames = video_frames
+        self.video_width = video_width
+        self.video_height = video_height
+        self._next_step: int | None = None
+        self._next_video_step: int | None = None
+        self._env: Any = None
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        step = trainer.global_step
+        # Restored by load_state_dict on a resume; else the first multiple after this step.
+        if self._next_step is None:
+            self._next_step = _next_multiple(step, self.every_n_steps)
+        if self._next_video_step is None and self.every_n_video_steps is not None:
+            self._next_video_step = _next_multiple(step, self.every_n_video_steps)
+        if self._env is None:
+            self._env = self._make_env(trainer)
+
+    @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step = trainer.global_step
+        if self._next_step is None or step < self._next_step:
+            return
+        with_video = self._next_video_step is not None and step >= self._next_video_step
+        with tracing.span("PolicyEvaluator.evaluate"):
+            results = self._evaluate(pl_module, with_video)
+        self._log(trainer, pl_module, results)
+        self._next_step = _next_multiple(step, self.every_n_steps)
+        if with_video:
+            self._next_video_step = _next_multiple(step, self.every_n_video_steps)
+
+    @override
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"next_step": self._next_step, "next_video_step": self._next_video_step}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Checkpoints without this callback's state keep the schedule of a fresh run.
+        self._next_step = state_dict.get("next_step", self._next_step)
+        self._next_video_step = state_dict.get("next_video_step", self._next_video_step)
+
+    def _make_env(self, trainer: Trainer) -> Any:
+        if self.task is not None:
+            task, task_kwargs = self.task, dict(self.task_kwargs)
+        else:
+            link = collector_link(trainer)
+            task, task_kwargs = link.task, link.task_kwargs
+        if self.every_n_video_steps is not None and task.startswith(GYM_PREFIX):
+            # gymnasium envs render only in the mode they were made with.
+            env_kwargs = {**task_kwargs.get("env_kwargs", {}), "render_mode": "rgb_array"}
+            task_kwargs["env_kwargs"] = env_kwargs
+        return make_env(task, self.num_envs, seed=self.seed, **task_kwargs)
+
+    def _evaluate(self, pl_module: LightningModule, with_video: bool) -> EpisodeResults:
+        record = (
+            FrameRecording(self.video_width, self.video_height, max_frames=self.video_frames)
+            if with_video
+            else None
+        )
+        was_training = pl_module.training
+        pl_module.eval()
+        try:
+            return run_episodes(
+                self._env,
+                policy_actions(pl_module, deterministic=True),
+                self.episodes,
+                seed=self.seed,
+                device=pl_module.device,
+                record=record,
+            )
+        finally:
+            pl_module.train(was_training)
+
+    def _log(self, trainer: Trainer, pl_module: LightningModule, results: EpisodeResults) -> None:
+        values = results.eval_metrics()
+        # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log; the curves straight
+        # to the loggers, because Lightning writes step metrics only every log_every_n_steps.
+        pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
+        step = trainer.fit_loop.epoch_loop._batches_that_stepped
+        for logger in trainer.loggers:
+            logger.log_metrics(values, step=step)
+        if results.frames:
+            self._log_clip(trainer, results, step)
+
+    def _log_clip(self, trainer: Trainer, results: EpisodeResults, step: int) -> None:
+        loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)]
+        if not loggers:
+            log.warning("PolicyEvaluator: clips go to TensorBoardLogger only; none is configured")
+            return
+        height, width, _ = results.frames[0].shape
+        image = Summary.Image(
+            height=height,
+            width=width,
+            colorspace=3,
+            encoded_image_string=video.gif_bytes(results.frames, 1.0 / self._env.spec.control_dt),
+        )
+        summary = Summary(value=[Summary.Value(tag=metrics.EVAL_VIDEO, image=image)])
+        for logger in loggers:
+            # What SummaryWriter.add_video writes, without its moviepy dependency.
+            logger.experiment._get_file_writer().add_summary(summary, step)
+
+
+def _next_multiple(step: int, every: int) -> int:
+    return (step // every + 1) * every

@@ -1,0 +1,127 @@
+"""PolicyEvaluator: Eval/* at the scheduled steps, a clip when asked, the schedule across a resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lightning.pytorch import Trainer, seed_everything
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from callbacks import ObsNormSync, PolicyEvaluator, WeightSync
+from unilab_lit import metrics
+from unilab_lit.algos.appo import APPO
+from unilab_lit.data.rollout import RolloutDataModule
+
+TASK_KWARGS = {"max_episode_steps": 20}
+
+
+def _fit(
+    root: Path,
+    evaluator: PolicyEvaluator,
+    max_steps: int,
+    checkpoint: ModelCheckpoint,
+    ckpt_path: Path | None = None,
+) -> Trainer:
+    seed_everything(0)
+    data = RolloutDataModule(
+        task="CartpoleSwingup",
+        num_envs=8,
+        num_steps=8,
+        task_kwargs=TASK_KWARGS,
+        learner_torch_threads=1,
+    )
+    spec = data.env_spec
+    model = APPO(
+        policy_obs_size=spec.policy_obs_size,
+        critic_obs_size=spec.critic_obs_size,
+        action_size=spec.action_size,
+        actor_hidden_dims=(16,),
+        critic_hidden_dims=(16,),
+        num_learning_epochs=1,
+        num_mini_batches=1,
+    )
+    trainer = Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        logger=TensorBoardLogger(root, name="run", version=0),
+        log_every_n_steps=100,  # Eval/* must reach the logger whatever this says
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[WeightSync(), ObsNormSync(), evaluator, checkpoint],
+    )
+    trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
+    return trainer
+
+
+def _events(root: Path) -> EventAccumulator:
+    accumulator = EventAccumulator(str(root / "run" / "version_0"), size_guidance={"images": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def _steps(accumulator: EventAccumulator, tag: str) -> list[int]:
+    return [event.step for event in accumulator.Scalars(tag)]
+
+
+def test_evaluator_logs_eval_metrics_and_clip_at_its_steps_and_feeds_model_checkpoint(tmp_path):
+    evaluator = PolicyEvaluator(
+        every_n_steps=3,
+        episodes=3,
+        num_envs=2,
+        every_n_video_steps=6,
+        video_frames=4,
+        video_width=32,
+        video_height=24,
+    )
+    best = ModelCheckpoint(
+        dirpath=tmp_path / "ckpt",
+        monitor=metrics.EVAL_MEAN_REWARD,
+        mode="max",
+        every_n_train_steps=3,
+    )
+    trainer = _fit(tmp_path, evaluator, max_steps=7, checkpoint=best)
+
+    events = _events(tmp_path)
+    # Iterations 3 and 6 end at logger steps 2 and 5 (the x-axis every other metric uses).
+    assert _steps(events, metrics.EVAL_MEAN_REWARD) == [2, 5]
+    lengths = [event.value for event in events.Scalars(metrics.EVAL_MEAN_EPISODE_LENGTH)]
+    assert lengths == [20.0, 20.0], "every evaluation episode runs to its time limit"
+    for term in ("upright", "centered", "small_control", "small_velocity"):
+        assert _steps(events, metrics.eval_reward_term(term)) == [2, 5]
+    clips = events.Images(metrics.EVAL_VIDEO)
+    assert [clip.step for clip in clips] == [5]
+    assert clips[0].encoded_image_string[:6] == b"GIF89a"
+    assert (clips[0].width, clips[0].height) == (32, 24)
+    assert best.best_model_score is not None and Path(best.best_model_path).is_file()
+    assert trainer.callback_metrics[metrics.EVAL_MEAN_REWARD] == best.best_model_score
+
+
+def test_evaluator_keeps_its_schedule_across_a_resume(tmp_path):
+    checkpoints = tmp_path / "ckpt"
+    first = PolicyEvaluator(every_n_steps=3, episodes=2, num_envs=2)
+    _fit(
+        tmp_path / "first",
+        first,
+        max_steps=4,
+        checkpoint=ModelCheckpoint(dirpath=checkpoints, every_n_train_steps=4, save_top_k=-1),
+    )
+    assert first.state_dict() == {"next_step": 6, "next_video_step": None}
+
+    # A different interval on resume: the saved schedule (next at 6) still decides the first.
+    resumed = PolicyEvaluator(every_n_steps=5, episodes=2, num_envs=2)
+    _fit(
+        tmp_path / "resumed",
+        resumed,
+        max_steps=11,
+        checkpoint=ModelCheckpoint(dirpath=tmp_path / "unused", every_n_train_steps=100),
+        ckpt_path=checkpoints / "epoch=0-step=4.ckpt",
+    )
+    assert _steps(_events(tmp_path / "resumed"), metrics.EVAL_MEAN_REWARD) == [5, 9]
+
+
+def test_evaluator_rejects_task_kwargs_without_task():
+    with pytest.raises(ValueError, match="task_kwargs needs task"):
+        PolicyEvaluator(task_kwargs={"max_episode_steps": 5})

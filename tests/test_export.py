@@ -1,0 +1,109 @@
+"""``python -m unilab_lit.export``: ONNX and TorchScript of the policy with the normaliser folded in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+import torch
+
+from unilab_lit.algos.appo import APPO
+from unilab_lit.algos.fast_sac import FastSAC
+from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.export import METADATA_FILE, export_policy, main
+from unilab_lit.trained_run import TrainedRun
+
+# (algorithm, task, obs size, action size)
+ALGORITHMS = [
+    (APPO, "CartpoleSwingup", 5, 1),
+    (FastTD3, "HalfCheetah", 17, 6),
+    (FastSAC, "HalfCheetah", 17, 6),
+]
+
+
+def _trained_like(cls: type, task: str, obs_size: int, action_size: int) -> TrainedRun:
+    torch.manual_seed(0)
+    model = cls(
+        policy_obs_size=obs_size,
+        critic_obs_size=obs_size,
+        action_size=action_size,
+        actor_hidden_dims=(32, 32),
+        critic_hidden_dims=(32,),
+    )
+    # Statistics far from (0, 1), so a policy that ignored the normaliser would be caught.
+    model.obs_normalizer.update(torch.randn(4096, obs_size) * 3.0 + 5.0)
+    with torch.no_grad():
+        for parameter in model.collector_policy().parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)
+    model.eval()
+    return TrainedRun(model, task, {}, Path("none.ckpt"), 7)
+
+
+@pytest.mark.parametrize(
+    ("cls", "task", "obs_size", "action_size"), ALGORITHMS, ids=[a[0].__name__ for a in ALGORITHMS]
+)
+def test_exported_onnx_and_torchscript_equal_the_torch_policy_with_its_normaliser(
+    tmp_path, cls, task, obs_size, action_size
+):
+    run = _trained_like(cls, task, obs_size, action_size)
+    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
+    export_policy(run, onnx_path, script_path)
+
+    raw = torch.randn(64, obs_size) * 6.0 + 5.0  # raw observations, some beyond the clip
+    with torch.no_grad():
+        expected = run.model.collector_policy()(run.model.obs_normalizer(raw)).numpy()
+    session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    (from_onnx,) = session.run(None, {"obs": raw.numpy()})
+    np.testing.assert_allclose(from_onnx, expected, atol=1e-5, rtol=0)
+
+    extra = {METADATA_FILE: ""}
+    script = torch.jit.load(str(script_path), _extra_files=extra)
+    np.testing.assert_allclose(script(raw).detach().numpy(), expected, atol=1e-5, rtol=0)
+
+    onnx_meta = {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
+    script_meta = json.loads(extra[METADATA_FILE])
+    assert onnx_meta["task"] == script_meta["task"] == task
+    assert json.loads(onnx_meta["obs_size"]) == script_meta["obs_size"] == obs_size
+    assert json.loads(onnx_meta["action_size"]) == script_meta["action_size"] == action_size
+    assert len(json.loads(onnx_meta["action_low"])) == action_size
+    assert onnx_meta["algorithm"].endswith(cls.__name__)
+    assert sorted(tmp_path.iterdir()) == [onnx_path, script_path], "temporary files left"
+
+
+def test_export_cli_writes_both_files_from_a_fit_checkpoint(appo_cartpole_run, tmp_path, capsys):
+    output = tmp_path / "policy.onnx"
+    status = main(
+        ["--ckpt_path", "last", "--runs_dir", str(appo_cartpole_run), "--output", str(output)]
+    )
+    assert status == 0, capsys.readouterr().err
+    assert output.is_file() and output.with_suffix(".pt").is_file()
+    session = onnxruntime.InferenceSession(str(output), providers=["CPUExecutionProvider"])
+    (actions,) = session.run(None, {"obs": np.zeros((3, 5), dtype=np.float32)})
+    assert actions.shape == (3, 1)
+
+
+@pytest.mark.parametrize("case", ["missing checkpoint", "no config", "unwritable output"])
+def test_export_bad_input_gives_one_line_error_and_writes_nothing(
+    case, appo_cartpole_run, checkpoint_without_config, tmp_path, capsys
+):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    ckpt = {
+        "missing checkpoint": str(tmp_path / "nope.ckpt"),
+        "no config": str(checkpoint_without_config),
+        "unwritable output": "last",
+    }[case]
+    output = (
+        out_dir / "missing_dir" / "p.onnx" if case == "unwritable output" else out_dir / "p.onnx"
+    )
+    status = main(
+        ["--ckpt_path", ckpt, "--runs_dir", str(appo_cartpole_run), "--output", str(output)]
+    )
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert list(out_dir.rglob("*")) == []

@@ -1,0 +1,87 @@
+"""``python -m unilab_lit.play``: a trained checkpoint's return, its video, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import REPO
+from unilab_lit.envs import make_env
+from unilab_lit.evaluation import run_episodes
+from unilab_lit.play import main, play
+from unilab_lit.trained_run import load_trained_run
+
+EPISODE_STEPS = 500  # CartpoleSwingup's time limit
+
+
+def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path):
+    out = tmp_path / "cartpole.mp4"
+    completed = subprocess.run(
+        [
+            sys.executable, "-m", "unilab_lit.play",
+            "--ckpt_path", "last", "--runs_dir", str(appo_cartpole_run),
+            "--num_envs", "2", "--episodes", "2",
+            "--video", str(out), "--width", "160", "--height", "120",
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "mean return" in completed.stdout and "mean episode length 500.0" in completed.stdout
+    reader = imageio.get_reader(out)
+    meta = reader.get_meta_data()
+    frames = list(reader.iter_data())
+    reader.close()
+    assert len(frames) == EPISODE_STEPS  # env 0's one episode, a frame per step
+    assert meta["size"] == (160, 120) and meta["fps"] == 50  # control_dt 0.02 s
+    spread = np.stack(frames[::50]).astype(np.float32).std(axis=0).mean()
+    assert spread > 1.0, "the frames are (nearly) all identical"
+
+
+def test_play_scores_above_a_random_policy_after_a_short_fit(appo_cartpole_run):
+    run = load_trained_run("last", appo_cartpole_run)
+    trained = play(run, num_envs=4, episodes=4, seed=3)
+    env = make_env(run.task, 4, **run.task_kwargs)
+    generator = torch.Generator().manual_seed(0)
+    random = run_episodes(
+        env, lambda obs: torch.rand(obs.shape[0], 1, generator=generator) * 2 - 1, 4, seed=3
+    )
+    env.close()
+    assert trained.mean_return > random.mean_return + 20.0, (
+        trained.mean_return,
+        random.mean_return,
+    )
+
+
+def test_play_stochastic_runs_the_sampling_policy(appo_cartpole_run, capsys):
+    status = main(["--ckpt_path", "last", "--runs_dir", str(appo_cartpole_run),
+                   "--num_envs", "2", "--episodes", "2", "--stochastic"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0 and "(stochastic)" in out
+
+
+@pytest.mark.parametrize(
+    "case", ["missing checkpoint", "no config", "missing directory", "directory as output"]
+)
+def test_play_bad_input_gives_one_line_error_and_writes_nothing(
+    case, appo_cartpole_run, checkpoint_without_config, tmp_path, capsys
+):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (out_dir / "taken.mp4").mkdir()
+    ckpt, video = {
+        "missing checkpoint": (tmp_path / "nope.ckpt", out_dir / "v.mp4"),
+        "no config": (checkpoint_without_config, out_dir / "v.mp4"),
+        "missing directory": ("last", out_dir / "missing" / "v.mp4"),
+        "directory as output": ("last", out_dir / "taken.mp4"),
+    }[case]
+    status = main(["--ckpt_path", str(ckpt), "--runs_dir", str(appo_cartpole_run),
+                   "--episodes", "1", "--num_envs", "1", "--video", str(video)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert sorted(p.name for p in out_dir.rglob("*")) == ["taken.mp4"]

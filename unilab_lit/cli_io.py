@@ -1,0 +1,54 @@
+"""What the ``play`` and ``export`` entry points share: checkpoint arguments and output checks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+class OutputError(Exception):
+    """An output path cannot be written; the message is one line for the user."""
+
+
+def checkpoint_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A parser with ``--ckpt_path`` (a file or ``last``) and ``--runs_dir`` (where ``last`` is
+    looked for), the arguments every entry point that loads a trained run takes."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--ckpt_path",
+        required=True,
+        help="checkpoint file, or 'last' for the newest last*.ckpt under --runs_dir",
+    )
+    parser.add_argument(
+        "--runs_dir", default="runs", help="where --ckpt_path last looks (default: runs)"
+    )
+    return parser
+
+
+def check_output(path: str | Path, suffix: str, flag: str) -> Path:
+    """``path`` as a ``Path`` once it is sure that a file can be written there.
+
+    Checked before any work starts, so a bad path costs nothing and leaves nothing behind.
+
+    Raises:
+        OutputError: If the suffix is not ``suffix``, the path is a directory, or its directory
+            does not exist or is not writable.
+    """
+    path = Path(path)
+    if path.suffix.lower() != suffix:
+        raise OutputError(f"{flag} {str(path)!r} must end in {suffix}")
+    if path.is_dir():
+        raise OutputError(f"{flag} {str(path)!r} is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise OutputError(f"{flag} {str(path)!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise OutputError(f"{flag} {str(path)!r} is not writable")
+    return path
+
+
+def one_line(err: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
