@@ -13,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from callbacks import ObsNormSync, PolicyEvaluator, WeightSync
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
+from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 
 TASK_KWARGS = {"max_episode_steps": 20}
@@ -27,11 +28,10 @@ def _fit(
 ) -> Trainer:
     seed_everything(0)
     data = RolloutDataModule(
-        task="CartpoleSwingup",
-        num_envs=8,
+        CollectorOptions(
+            "CartpoleSwingup", 8, task_kwargs=TASK_KWARGS, learner_torch_threads=1
+        ),
         num_steps=8,
-        task_kwargs=TASK_KWARGS,
-        learner_torch_threads=1,
     )
     spec = data.env_spec
     model = APPO(
