@@ -214,7 +214,7 @@ class ReplayDataModule(CollectorDataModule):
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _bind_model(self, model: LightningModule) -> None:
-        model_updates = getattr(model.hparams, "updates_per_step", None)
+        model_updates = getattr(model, "updates_per_step", None)
         if model_updates is None and self.updates_per_step is None:
             raise ValueError(
                 f"{type(model).__name__} has no `updates_per_step` hyperparameter; set "
