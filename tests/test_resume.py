@@ -26,6 +26,7 @@ from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.algos.offpolicy import OffPolicyOptions
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
@@ -214,10 +215,7 @@ def _build_offpolicy() -> tuple[FastTD3, ReplayDataModule]:
         spec.action_size,
         actor_hidden_dims=(16,),
         critic_hidden_dims=(16,),
-        num_atoms=11,
-        v_min=-10.0,
-        v_max=10.0,
-        updates_per_step=2,
+        offpolicy=OffPolicyOptions(num_atoms=11, v_min=-10.0, v_max=10.0, updates_per_step=2),
     )
     return model, data
 

@@ -20,6 +20,7 @@ from callbacks import EpisodeStatsMonitor, ObsNormSync, Tracing, WeightSync
 from unilab_lit import tracing
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.algos.offpolicy import OffPolicyOptions
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.metrics import EPISODES
@@ -449,10 +450,7 @@ def test_offpolicy_fit_adds_the_copier_and_pack_thread_tracks(tmp_path):
         spec.action_size,
         actor_hidden_dims=(16,),
         critic_hidden_dims=(16,),
-        num_atoms=11,
-        v_min=-10.0,
-        v_max=10.0,
-        updates_per_step=2,
+        offpolicy=OffPolicyOptions(num_atoms=11, v_min=-10.0, v_max=10.0, updates_per_step=2),
     )
     path = tmp_path / "chosen" / "offpolicy.json"
     Trainer(

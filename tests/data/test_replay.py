@@ -17,7 +17,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, WeightSync
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.algos.offpolicy import BATCH_KEYS
+from unilab_lit.algos.offpolicy import BATCH_KEYS, OffPolicyOptions
 from unilab_lit.collector.process import CollectorError
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
@@ -37,10 +37,7 @@ DATA = {
 SMALL_TD3 = {
     "actor_hidden_dims": (16,),
     "critic_hidden_dims": (16,),
-    "num_atoms": 11,
-    "v_min": -10.0,
-    "v_max": 10.0,
-    "updates_per_step": UPDATES,
+    "offpolicy": OffPolicyOptions(num_atoms=11, v_min=-10.0, v_max=10.0, updates_per_step=UPDATES),
 }
 
 

@@ -127,7 +127,7 @@ class FastSAC(OffPolicyLearner):
             "log_std_max": log_std_max,
         }
         self.actor = SquashedGaussianActor(**self._actor_kwargs)
-        self._build_critics(critic_hidden_dims, activation, layer_norm)
+        self._build_critics(action_size, critic_hidden_dims, activation, layer_norm)
         self.log_temperature = nn.Parameter(torch.tensor(math.log(init_temperature)))
 
     @property

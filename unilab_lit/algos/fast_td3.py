@@ -103,7 +103,7 @@ class FastTD3(OffPolicyLearner):
             "noise_std_max": noise_std_max,
         }
         self.actor = DeterministicActor(**self._actor_kwargs)
-        self._build_critics(critic_hidden_dims, activation, layer_norm)
+        self._build_critics(action_size, critic_hidden_dims, activation, layer_norm)
 
     # ----------------------------------------------------------------- collector contract
     def collector_policy_spec(self) -> PolicySpec:

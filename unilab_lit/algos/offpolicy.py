@@ -132,7 +132,7 @@ class OffPolicyLearner(RLAlgorithm):
     ``training_step`` takes the ``dataloader_iter`` so Lightning never fetches the next item before
     this iteration's update finishes.
 
-    Subclasses build ``actor``, ``critic`` and ``critic_target``, implement
+    Subclasses build ``actor`` and then the critics (:meth:`_build_critics`), implement
     :meth:`_critic_loss`, :meth:`_actor_loss` and the collector contract, and call
     ``save_hyperparameters()``; a learner with more to update per minibatch extends
     :meth:`_update` and ``configure_optimizers`` (in ``CRITIC, ACTOR[, TEMPERATURE]`` order).
@@ -176,6 +176,11 @@ class OffPolicyLearner(RLAlgorithm):
         self._critic_loss_fn = self._critic_loss
         self._actor_loss_fn = self._actor_loss
 
+    @property
+    def updates_per_step(self) -> int:
+        """Minibatches per replay item; the replay data module sizes its items by it."""
+        return self.offpolicy.updates_per_step
+
     # ------------------------------------------------------------------- subclass verbs
     @abstractmethod
     def _critic_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -186,12 +191,12 @@ class OffPolicyLearner(RLAlgorithm):
         """Policy loss on one minibatch, and its logged terms."""
 
     def _build_critics(
-        self, hidden_dims: Sequence[int], activation: Activation, layer_norm: bool
+        self, action_size: int, hidden_dims: Sequence[int], activation: Activation, layer_norm: bool
     ) -> None:
         """``critic`` (C51 twins on the support's atoms) and its frozen copy ``critic_target``."""
         self.critic = TwinDistributionalCritic(
             self.critic_obs_normalizer.size,
-            self.hparams.action_size,
+            action_size,
             self.offpolicy.num_atoms,
             list(hidden_dims),
             activation,

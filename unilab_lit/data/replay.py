@@ -269,7 +269,7 @@ class ReplayDataModule(CollectorDataModule):
         self.transport = None
 
     def _bind_model(self, model: LightningModule) -> None:
-        model_updates = getattr(model.hparams, "updates_per_step", None)
+        model_updates = getattr(model, "updates_per_step", None)
         if model_updates is None and self.updates_per_step is None:
             raise ValueError(
                 f"{type(model).__name__} has no `updates_per_step` hyperparameter; set "
