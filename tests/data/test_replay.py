@@ -6,7 +6,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from typing import Any
 
@@ -78,8 +77,7 @@ def _model(data: ReplayDataModule, cls: type[FastTD3] = RecordingTD3, **kwargs) 
     return model
 
 
-def _trainer(tmp_path, max_steps: int, *callbacks: Callback, publish: bool = True) -> Trainer:
-    syncs = [WeightSync(), ObsNormSync()] if publish else []
+def _trainer(tmp_path, max_steps: int, *callbacks: Callback) -> Trainer:
     return Trainer(
         max_steps=max_steps,
         accelerator="cpu",
@@ -87,7 +85,7 @@ def _trainer(tmp_path, max_steps: int, *callbacks: Callback, publish: bool = Tru
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=tmp_path,
-        callbacks=[*syncs, EpisodeStatsMonitor(), *callbacks],
+        callbacks=[WeightSync(), ObsNormSync(), EpisodeStatsMonitor(), *callbacks],
     )
 
 
@@ -159,17 +157,14 @@ def test_collector_killed_while_fit_waits_raises_collector_error_and_releases_al
         def on_train_start(self, trainer: Trainer, pl_module) -> None:
             super().on_train_start(trainer, pl_module)
 
-            def kill() -> None:
-                killed_at.append(time.monotonic())
-                os.kill(self.pid, signal.SIGKILL)
+            # Before the learner's first wait for the replay warm-up.
+            killed_at.append(time.monotonic())
+            os.kill(self.pid, signal.SIGKILL)
 
-            threading.Timer(0.5, kill).start()
-
-    # No weights are published, so the collector waits for them and the learner for warm-up.
     data = ReplayDataModule(**DATA)
     killer = KillDuringWarmup()
     with pytest.raises(CollectorError, match="SIGKILL"):
-        _trainer(tmp_path, 3, killer, publish=False).fit(_model(data), datamodule=data)
+        _trainer(tmp_path, 3, killer).fit(_model(data), datamodule=data)
     assert time.monotonic() - killed_at[0] < 5
     _assert_released(killer.pid, before)
 
