@@ -8,6 +8,7 @@ so that it agrees step for step with ``gymnasium.make("<Name>-v5")`` started fro
 from __future__ import annotations
 
 import importlib.util
+from abc import abstractmethod
 from pathlib import Path
 
 import mujoco
@@ -107,6 +108,43 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
         return rng.uniform(-self._reset_noise_scale, self._reset_noise_scale, size=shape)
 
 
+class _HealthyLocomotion(_GymnasiumLocomotion):
+    """Tasks paid while healthy whose episodes end once unhealthy (Hopper, Ant, Humanoid).
+
+    Subclasses set ``_healthy_reward`` and ``_terminate_when_unhealthy`` and define
+    :meth:`_is_healthy`.
+    """
+
+    _healthy_reward: float
+    _terminate_when_unhealthy: bool
+
+    @abstractmethod
+    def _is_healthy(self) -> np.ndarray:
+        """Which envs are healthy after the physics step, ``[num_envs]`` bool."""
+
+    def _survive_reward(self) -> np.ndarray:
+        return self._is_healthy() * self._healthy_reward
+
+    def _compute_terminated(self) -> np.ndarray:
+        if not self._terminate_when_unhealthy:
+            return np.zeros(self.num_envs, dtype=bool)
+        return ~self._is_healthy()
+
+    @staticmethod
+    def _reward_with_contact_cost(
+        forward: np.ndarray, survive: np.ndarray, ctrl_cost: np.ndarray, contact_cost: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        # gymnasium's grouping: (forward + survive) - (ctrl + contact), bit for bit.
+        reward = (forward + survive) - (ctrl_cost + contact_cost)
+        terms = {
+            "forward": forward,
+            "survive": survive,
+            "ctrl": -ctrl_cost,
+            "contact": -contact_cost,
+        }
+        return reward, terms
+
+
 class HalfCheetah(_GymnasiumLocomotion):
     """Gymnasium ``HalfCheetah-v5``: run forward on a planar cheetah.
 
@@ -167,7 +205,7 @@ class HalfCheetah(_GymnasiumLocomotion):
         self.qvel[env_ids] = self._reset_noise_scale * rng.standard_normal((n, nv))
 
 
-class Hopper(_GymnasiumLocomotion):
+class Hopper(_HealthyLocomotion):
     """Gymnasium ``Hopper-v5``: hop forward on one leg without falling.
 
     Observation (policy = critic, 11): ``qpos[1:]``, ``clip(qvel, -10, 10)``. Reward =
@@ -245,15 +283,10 @@ class Hopper(_GymnasiumLocomotion):
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         x_velocity = (self.qpos[:, 0] - self._x_before) / self._dt
         forward = self._forward_reward_weight * x_velocity
-        survive = self._is_healthy() * self._healthy_reward
+        survive = self._survive_reward()
         ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
         reward = (forward + survive) - ctrl_cost
         return reward, {"forward": forward, "survive": survive, "ctrl": -ctrl_cost}
-
-    def _compute_terminated(self) -> np.ndarray:
-        if not self._terminate_when_unhealthy:
-            return np.zeros(self.num_envs, dtype=bool)
-        return ~self._is_healthy()
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
@@ -261,7 +294,7 @@ class Hopper(_GymnasiumLocomotion):
         self.qvel[env_ids] = self._uniform_noise(rng, (n, nv))
 
 
-class Ant(_GymnasiumLocomotion):
+class Ant(_HealthyLocomotion):
     """Gymnasium ``Ant-v5``: walk forward on a four-legged robot.
 
     Observation (policy = critic, 105): ``qpos[2:]``, ``qvel`` and, by default, the external
@@ -359,23 +392,11 @@ class Ant(_GymnasiumLocomotion):
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         xy_velocity = (self._xpos[:, self.MAIN_BODY, :2] - self._xy_before) / self._dt
         forward = xy_velocity[:, 0] * self._forward_reward_weight
-        survive = self._is_healthy() * self._healthy_reward
+        survive = self._survive_reward()
         ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
         contact = self._contact_forces().reshape(self.num_envs, -1)
         contact_cost = self._contact_cost_weight * np.sum(np.square(contact), axis=1)
-        reward = (forward + survive) - (ctrl_cost + contact_cost)
-        terms = {
-            "forward": forward,
-            "survive": survive,
-            "ctrl": -ctrl_cost,
-            "contact": -contact_cost,
-        }
-        return reward, terms
-
-    def _compute_terminated(self) -> np.ndarray:
-        if not self._terminate_when_unhealthy:
-            return np.zeros(self.num_envs, dtype=bool)
-        return ~self._is_healthy()
+        return self._reward_with_contact_cost(forward, survive, ctrl_cost, contact_cost)
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
@@ -384,7 +405,7 @@ class Ant(_GymnasiumLocomotion):
         self._zero_contact_forces(env_ids)
 
 
-class Humanoid(_GymnasiumLocomotion):
+class Humanoid(_HealthyLocomotion):
     """Gymnasium ``Humanoid-v5``: walk forward on a 3D humanoid without falling.
 
     Observation (policy = critic, 348 by default): ``qpos[2:]``, ``qvel`` and, each optional,
@@ -511,7 +532,7 @@ class Humanoid(_GymnasiumLocomotion):
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         xy_velocity = (self._mass_center_xy() - self._xy_before) / self._dt
         forward = self._forward_reward_weight * xy_velocity[:, 0]
-        survive = self._is_healthy() * self._healthy_reward
+        survive = self._survive_reward()
         # gymnasium squares data.ctrl (float64), not the float32 action.
         ctrl_cost = self._ctrl_cost_weight * np.sum(np.square(self.ctrl), axis=1)
         contact = self._cfrc_ext.reshape(self.num_envs, -1)
@@ -519,19 +540,7 @@ class Humanoid(_GymnasiumLocomotion):
             self._contact_cost_weight * np.sum(np.square(contact), axis=1),
             *self._contact_cost_range,
         )
-        reward = (forward + survive) - (ctrl_cost + contact_cost)
-        terms = {
-            "forward": forward,
-            "survive": survive,
-            "ctrl": -ctrl_cost,
-            "contact": -contact_cost,
-        }
-        return reward, terms
-
-    def _compute_terminated(self) -> np.ndarray:
-        if not self._terminate_when_unhealthy:
-            return np.zeros(self.num_envs, dtype=bool)
-        return ~self._is_healthy()
+        return self._reward_with_contact_cost(forward, survive, ctrl_cost, contact_cost)
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
