@@ -45,6 +45,12 @@ class FastTD3(OffPolicyLearner):
     - actor (every ``policy_frequency``-th critic update): ``−mean Q(s, actor(s))`` with ``Q``
       the twins' expected values, their minimum under ``use_cdq``, else their mean.
 
+    ``distributional=False`` swaps the C51 critics for TD3's plain ones (same networks with one
+    output, the scalar Q): the target is ``r + γ·bootstrap·Q'(s', a')`` with ``Q'`` the smaller
+    target twin under ``use_cdq`` (else each twin its own), the loss Σ_heads mean squared error,
+    and ``num_atoms``, ``v_min`` and ``v_max`` are unused. It is the baseline the C51 critics are
+    measured against (``configs/fast_td3.yaml`` states the comparison).
+
     The collector acts with :class:`~unilab_lit.nn.offpolicy_nets.DeterministicActor`: the
     published actor plus per-env exploration noise whose scales live only in the collector
     (outside the state dict, so weight syncs leave them alone); the collector calls its
@@ -69,6 +75,7 @@ class FastTD3(OffPolicyLearner):
         updates_per_step: Minibatches (critic updates) per replay item (>= 1).
         policy_frequency: Critic updates per actor update (>= 1).
         use_cdq: Clipped double Q in the critic target and the actor loss.
+        distributional: C51 critics (FastTD3); ``False`` for TD3's scalar critics.
         policy_noise: Std of the target-policy smoothing noise (>= 0).
         noise_clip: Bound on the smoothing noise (>= 0).
         noise_std_min: Smallest per-env exploration std of the collector policy (>= 0).
@@ -103,6 +110,7 @@ class FastTD3(OffPolicyLearner):
         updates_per_step: int = 2,
         policy_frequency: int = 2,
         use_cdq: bool = True,
+        distributional: bool = True,
         policy_noise: float = 0.001,
         noise_clip: float = 0.5,
         noise_std_min: float = 0.001,
@@ -150,7 +158,7 @@ class FastTD3(OffPolicyLearner):
         self.critic = TwinDistributionalCritic(
             critic_obs_size,
             action_size,
-            num_atoms,
+            num_atoms if distributional else 1,
             list(critic_hidden_dims),
             activation,
             layer_norm,
@@ -200,16 +208,26 @@ class FastTD3(OffPolicyLearner):
                 -hp.noise_clip, hp.noise_clip
             )
             next_actions = (next_actions + noise).clamp(-1.0, 1.0)
-            # Distributions in float32 even under bf16 autocast: atoms are 1/num_atoms apart.
-            next_logits = self.critic_target(mb["next_critic_obs"], next_actions).float()
-            target = categorical_projection(
-                torch.softmax(next_logits, dim=-1), mb["reward"], mb["discount"], hp.v_min, hp.v_max
-            )
-            if hp.use_cdq:
-                target = clipped_double_target(target, self.support)
-            target_q = expected_value(target, self.support)
-        logits = self.critic(mb["critic_obs"], mb["actions"]).float()
-        loss = distributional_cross_entropy(logits, target).mean(-1).sum()
+            # Targets in float32 even under bf16 autocast: C51 atoms are 1/num_atoms apart.
+            next_out = self.critic_target(mb["next_critic_obs"], next_actions).float()
+            if hp.distributional:
+                next_probs = torch.softmax(next_out, dim=-1)
+                target = categorical_projection(
+                    next_probs, mb["reward"], mb["discount"], hp.v_min, hp.v_max
+                )
+                if hp.use_cdq:
+                    target = clipped_double_target(target, self.support)
+                target_q = expected_value(target, self.support)
+            else:
+                next_q = next_out.squeeze(-1)
+                if hp.use_cdq:
+                    next_q = next_q.min(dim=0).values
+                target = target_q = mb["reward"] + mb["discount"] * next_q
+        out = self.critic(mb["critic_obs"], mb["actions"]).float()
+        if hp.distributional:
+            loss = distributional_cross_entropy(out, target).mean(-1).sum()
+        else:
+            loss = (out.squeeze(-1) - target).square().mean(-1).sum()
         return loss, {
             metrics.LOSS_CRITIC: loss.detach(),
             metrics.Q_TARGET_MEAN: target_q.mean(),
@@ -219,8 +237,11 @@ class FastTD3(OffPolicyLearner):
 
     def _actor_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         actions = self.actor(mb["obs"])
-        logits = self.critic(mb["critic_obs"], actions).float()
-        q = expected_value(torch.softmax(logits, dim=-1), self.support)
+        out = self.critic(mb["critic_obs"], actions).float()
+        if self.hparams.distributional:
+            q = expected_value(torch.softmax(out, dim=-1), self.support)
+        else:
+            q = out.squeeze(-1)
         q = q.min(dim=0).values if self.hparams.use_cdq else q.mean(dim=0)
         loss = -q.mean()
         return loss, {metrics.LOSS_ACTOR: loss.detach()}
