@@ -17,7 +17,9 @@ SMOKE_OVERRIDES = [
 ]
 
 
-@pytest.mark.parametrize("config", ["configs/fast_td3.yaml", "configs/fast_sac.yaml"])
+@pytest.mark.parametrize(
+    "config", ["configs/fast_td3.yaml", "configs/fast_sac.yaml", "configs/fast_sac_humanoid.yaml"]
+)
 def test_offpolicy_config_fit_writes_checkpoint_and_events_without_leaks(
     config, tmp_path, marked_env
 ):
@@ -43,6 +45,7 @@ def test_offpolicy_config_fit_writes_checkpoint_and_events_without_leaks(
     [
         ("configs/fast_td3_gpu.yaml", "unilab_lit.algos.fast_td3.FastTD3"),
         ("configs/fast_sac_gpu.yaml", "unilab_lit.algos.fast_sac.FastSAC"),
+        ("configs/fast_sac_humanoid_gpu.yaml", "unilab_lit.algos.fast_sac.FastSAC"),
     ],
 )
 def test_gpu_config_parses_with_paper_scale_sizes(config, model, marked_env):

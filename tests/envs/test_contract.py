@@ -33,7 +33,7 @@ def _assert_finite(tree: object) -> None:
 
 
 def test_registry_lists_every_contract_task() -> None:
-    expected = {"CartpoleSwingup", "HalfCheetah", "Hopper", "Ant", "QuadrupedJoystick"}
+    expected = {"CartpoleSwingup", "HalfCheetah", "Hopper", "Ant", "Humanoid", "QuadrupedJoystick"}
     assert expected <= set(TASKS)
 
 

@@ -1,4 +1,4 @@
-"""Our HalfCheetah, Hopper and Ant against gymnasium's own v5 environments, step for step."""
+"""Our HalfCheetah, Hopper, Ant and Humanoid against gymnasium's own v5 environments, step for step."""
 
 from __future__ import annotations
 
@@ -24,7 +24,12 @@ def _sync(reference, ours, row: int) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("task", "gym_id"),
-    [("HalfCheetah", "HalfCheetah-v5"), ("Hopper", "Hopper-v5"), ("Ant", "Ant-v5")],
+    [
+        ("HalfCheetah", "HalfCheetah-v5"),
+        ("Hopper", "Hopper-v5"),
+        ("Ant", "Ant-v5"),
+        ("Humanoid", "Humanoid-v5"),
+    ],
 )
 def test_matches_gymnasium_v5_from_the_same_state(task: str, gym_id: str) -> None:
     ours = make_env(task, NUM_ENVS, seed=3)
@@ -62,6 +67,6 @@ def test_matches_gymnasium_v5_from_the_same_state(task: str, gym_id: str) -> Non
                 compared_resets += 1
             else:
                 np.testing.assert_allclose(obs[POLICY][row], ref_obs, **TOLERANCE)
-    if task == "Hopper":
-        # Random actions topple the hopper quickly, so termination was exercised.
+    if task in ("Hopper", "Humanoid"):
+        # Random actions topple these quickly, so termination was exercised.
         assert compared_resets > 0

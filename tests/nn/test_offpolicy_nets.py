@@ -158,6 +158,6 @@ def test_networks_reject_out_of_range_arguments_naming_them(factory, kwargs, mat
         factory(DP, A, **kwargs)
 
 
-def test_twin_critic_rejects_fewer_than_two_atoms():
-    with pytest.raises(ValueError, match="num_atoms must be >= 2, got 1"):
-        TwinDistributionalCritic(DC, A, num_atoms=1)
+def test_twin_critic_rejects_zero_atoms():
+    with pytest.raises(ValueError, match="num_atoms must be >= 1, got 0"):
+        TwinDistributionalCritic(DC, A, num_atoms=0)

@@ -4,8 +4,10 @@ A collector spends most of its start-up importing torch; the learner spends seco
 Lightning before it knows the collector's config. :func:`prestart` (called first thing by
 ``cli.py fit``) spawns a child that does its imports meanwhile and then waits on a pipe; the
 first :class:`~unilab_lit.collector.process.CollectorProcess` of the run adopts it through
-:func:`claim` and sends it the config. A run that never builds a collector leaves the child
-waiting until this process exits, which closes the pipe and ends it.
+:func:`claim` and sends it the config. A child nobody adopts (``--print_config``, a config
+error, a run that builds no collector) is killed when this process exits: it ignores SIGTERM
+(the learner owns shutdown), so multiprocessing's exit handler, which terminates and then joins
+daemonic children, would otherwise wait for it forever.
 
 Only the standard library and light modules at import time: the CLI calls this before any heavy
 import.
@@ -13,6 +15,7 @@ import.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import time
 from dataclasses import dataclass
@@ -76,6 +79,8 @@ def prestart() -> None:
     _pending = PrestartedCollector(
         process, control, metrics, sender, METRICS_CAPACITY, METRICS_SLOT_BYTES
     )
+    # Registered after multiprocessing's own exit handler, so it runs before it.
+    atexit.register(_discard_unclaimed)
 
 
 def claim(metrics_capacity: int, metrics_slot_bytes: int) -> PrestartedCollector | None:
@@ -91,6 +96,19 @@ def claim(metrics_capacity: int, metrics_slot_bytes: int) -> PrestartedCollector
     )
     if fits and candidate.process.is_alive():
         return candidate
-    # The child reads end-of-file once its imports are done, and exits.
-    candidate.connection.close()
+    _discard(candidate)
     return None
+
+
+def _discard_unclaimed() -> None:
+    global _pending
+    candidate, _pending = _pending, None
+    if candidate is not None:
+        _discard(candidate)
+
+
+def _discard(candidate: PrestartedCollector) -> None:
+    # Killed rather than left to read end-of-file: it may still be importing torch for seconds.
+    candidate.connection.close()
+    candidate.process.kill()
+    candidate.process.join()

@@ -24,6 +24,7 @@ _REGISTRY: dict[str, type | str] = {
     "HalfCheetah": "unilab_lit.envs.locomotion:HalfCheetah",
     "Hopper": "unilab_lit.envs.locomotion:Hopper",
     "Ant": "unilab_lit.envs.locomotion:Ant",
+    "Humanoid": "unilab_lit.envs.locomotion:Humanoid",
     "QuadrupedJoystick": "unilab_lit.envs.quadruped:QuadrupedJoystick",
 }
 

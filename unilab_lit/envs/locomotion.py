@@ -1,4 +1,4 @@
-"""Gymnasium v5 MuJoCo locomotion tasks (HalfCheetah, Hopper, Ant), batched.
+"""Gymnasium v5 MuJoCo locomotion tasks (HalfCheetah, Hopper, Ant, Humanoid), batched.
 
 Each task loads the MJCF file the installed gymnasium package ships and reproduces the v5
 environment's observation, reward terms, termination, ``frame_skip``, reset noise and defaults,
@@ -8,6 +8,7 @@ so that it agrees step for step with ``gymnasium.make("<Name>-v5")`` started fro
 from __future__ import annotations
 
 import importlib.util
+from abc import abstractmethod
 from pathlib import Path
 
 import mujoco
@@ -38,7 +39,7 @@ def gymnasium_asset(file_name: str) -> Path:
 
 
 class _GymnasiumLocomotion(BatchedMujocoEnv):
-    """What the three gymnasium v5 tasks share: the asset, forward progress and the ctrl cost."""
+    """What the gymnasium v5 tasks share: the asset, forward progress, ctrl cost, contact probe."""
 
     def __init__(
         self,
@@ -74,9 +75,29 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
         # gymnasium's dt, computed the same way so velocities agree to the last bit.
         self._dt = model.opt.timestep * frame_skip
         self._x_before = np.zeros(num_envs)
+        self._cfrc_ext = np.zeros((num_envs, model.nbody, 6))
+        self._probe: LastStageContactForces | None = None
+
+    def _probe_contact_forces(self, num_threads: int) -> None:
+        """Read ``cfrc_ext`` after every step, as gymnasium does with ``mj_rnePostConstraint``."""
+        self._probe = LastStageContactForces(self._xml_path, self.batch, num_threads)
 
     def _before_physics(self) -> None:
         self._x_before = self.qpos[:, 0].copy()
+
+    def _simulate(self) -> None:
+        if self._probe is None:
+            self.batch.step(nstep=self.frame_skip)
+            return
+        if self.frame_skip > 1:
+            self.batch.step(nstep=self.frame_skip - 1)
+        before_last = self.batch.state.copy()
+        self.batch.step(nstep=1)
+        self._cfrc_ext[:] = self._probe.forces(before_last)
+
+    def _zero_contact_forces(self, env_ids: np.ndarray) -> None:
+        # After mj_resetData and a forward pass gymnasium's cfrc_ext is zero.
+        self._cfrc_ext[env_ids] = 0.0
 
     @staticmethod
     def _ctrl_cost(actions: np.ndarray, weight: float) -> np.ndarray:
@@ -85,6 +106,43 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
 
     def _uniform_noise(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
         return rng.uniform(-self._reset_noise_scale, self._reset_noise_scale, size=shape)
+
+
+class _HealthyLocomotion(_GymnasiumLocomotion):
+    """Tasks paid while healthy whose episodes end once unhealthy (Hopper, Ant, Humanoid).
+
+    Subclasses set ``_healthy_reward`` and ``_terminate_when_unhealthy`` and define
+    :meth:`_is_healthy`.
+    """
+
+    _healthy_reward: float
+    _terminate_when_unhealthy: bool
+
+    @abstractmethod
+    def _is_healthy(self) -> np.ndarray:
+        """Which envs are healthy after the physics step, ``[num_envs]`` bool."""
+
+    def _survive_reward(self) -> np.ndarray:
+        return self._is_healthy() * self._healthy_reward
+
+    def _compute_terminated(self) -> np.ndarray:
+        if not self._terminate_when_unhealthy:
+            return np.zeros(self.num_envs, dtype=bool)
+        return ~self._is_healthy()
+
+    @staticmethod
+    def _reward_with_contact_cost(
+        forward: np.ndarray, survive: np.ndarray, ctrl_cost: np.ndarray, contact_cost: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        # gymnasium's grouping: (forward + survive) - (ctrl + contact), bit for bit.
+        reward = (forward + survive) - (ctrl_cost + contact_cost)
+        terms = {
+            "forward": forward,
+            "survive": survive,
+            "ctrl": -ctrl_cost,
+            "contact": -contact_cost,
+        }
+        return reward, terms
 
 
 class HalfCheetah(_GymnasiumLocomotion):
@@ -147,7 +205,7 @@ class HalfCheetah(_GymnasiumLocomotion):
         self.qvel[env_ids] = self._reset_noise_scale * rng.standard_normal((n, nv))
 
 
-class Hopper(_GymnasiumLocomotion):
+class Hopper(_HealthyLocomotion):
     """Gymnasium ``Hopper-v5``: hop forward on one leg without falling.
 
     Observation (policy = critic, 11): ``qpos[1:]``, ``clip(qvel, -10, 10)``. Reward =
@@ -225,15 +283,10 @@ class Hopper(_GymnasiumLocomotion):
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         x_velocity = (self.qpos[:, 0] - self._x_before) / self._dt
         forward = self._forward_reward_weight * x_velocity
-        survive = self._is_healthy() * self._healthy_reward
+        survive = self._survive_reward()
         ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
         reward = (forward + survive) - ctrl_cost
         return reward, {"forward": forward, "survive": survive, "ctrl": -ctrl_cost}
-
-    def _compute_terminated(self) -> np.ndarray:
-        if not self._terminate_when_unhealthy:
-            return np.zeros(self.num_envs, dtype=bool)
-        return ~self._is_healthy()
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
@@ -241,7 +294,7 @@ class Hopper(_GymnasiumLocomotion):
         self.qvel[env_ids] = self._uniform_noise(rng, (n, nv))
 
 
-class Ant(_GymnasiumLocomotion):
+class Ant(_HealthyLocomotion):
     """Gymnasium ``Ant-v5``: walk forward on a four-legged robot.
 
     Observation (policy = critic, 105): ``qpos[2:]``, ``qvel`` and, by default, the external
@@ -314,23 +367,11 @@ class Ant(_GymnasiumLocomotion):
         self._include_cfrc_ext = include_cfrc_ext_in_observation
         self._xpos = self.batch.bind("xpos")
         self._xy_before = np.zeros((num_envs, 2))
-        self._cfrc_ext = np.zeros((num_envs, self.model.nbody, 6))
-        self._probe = None
         if include_cfrc_ext_in_observation or contact_cost_weight != 0:
-            self._probe = LastStageContactForces(self._xml_path, self.batch, num_threads)
+            self._probe_contact_forces(num_threads)
 
     def _before_physics(self) -> None:
         self._xy_before = self._xpos[:, self.MAIN_BODY, :2].copy()
-
-    def _simulate(self) -> None:
-        if self._probe is None:
-            self.batch.step(nstep=self.frame_skip)
-            return
-        if self.frame_skip > 1:
-            self.batch.step(nstep=self.frame_skip - 1)
-        before_last = self.batch.state.copy()
-        self.batch.step(nstep=1)
-        self._cfrc_ext[:] = self._probe.forces(before_last)
 
     def _contact_forces(self) -> np.ndarray:
         low, high = self._contact_force_range
@@ -351,27 +392,159 @@ class Ant(_GymnasiumLocomotion):
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         xy_velocity = (self._xpos[:, self.MAIN_BODY, :2] - self._xy_before) / self._dt
         forward = xy_velocity[:, 0] * self._forward_reward_weight
-        survive = self._is_healthy() * self._healthy_reward
+        survive = self._survive_reward()
         ctrl_cost = self._ctrl_cost(actions, self._ctrl_cost_weight)
         contact = self._contact_forces().reshape(self.num_envs, -1)
         contact_cost = self._contact_cost_weight * np.sum(np.square(contact), axis=1)
-        reward = (forward + survive) - (ctrl_cost + contact_cost)
-        terms = {
-            "forward": forward,
-            "survive": survive,
-            "ctrl": -ctrl_cost,
-            "contact": -contact_cost,
-        }
-        return reward, terms
-
-    def _compute_terminated(self) -> np.ndarray:
-        if not self._terminate_when_unhealthy:
-            return np.zeros(self.num_envs, dtype=bool)
-        return ~self._is_healthy()
+        return self._reward_with_contact_cost(forward, survive, ctrl_cost, contact_cost)
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
         self.qpos[env_ids] = self._init_qpos + self._uniform_noise(rng, (n, nq))
         self.qvel[env_ids] = self._reset_noise_scale * rng.standard_normal((n, nv))
-        # After mj_resetData and a forward pass gymnasium's cfrc_ext is zero.
-        self._cfrc_ext[env_ids] = 0.0
+        self._zero_contact_forces(env_ids)
+
+
+class Humanoid(_HealthyLocomotion):
+    """Gymnasium ``Humanoid-v5``: walk forward on a 3D humanoid without falling.
+
+    Observation (policy = critic, 348 by default): ``qpos[2:]``, ``qvel`` and, each optional,
+    ``cinert[1:]`` (13 bodies x 10), ``cvel[1:]`` (13 x 6), ``qfrc_actuator[6:]`` (17) and
+    ``cfrc_ext[1:]`` (13 x 6). Like gymnasium after ``mj_step`` with RK4, the derived fields
+    (``cinert``, ``cvel``, ``qfrc_actuator``, ``xipos`` and the contact wrenches) are those of the
+    last integration stage. Reward = ``forward + survive - ctrl - contact`` with terms
+    ``forward`` (x velocity of the centre of mass x weight), ``survive`` (``healthy_reward``
+    while healthy), ``ctrl`` (minus the weighted squared control) and ``contact`` (minus the
+    weighted squared contact wrenches of all bodies, clipped to ``contact_cost_range``).
+    Healthy: torso height ``qpos[2]`` inside the open ``healthy_z_range``.
+
+    Args:
+        num_envs: Number of simulations.
+        seed: Seed of the reset noise and the timeout stagger.
+        num_threads: Threads stepping the physics.
+        forward_reward_weight: Weight of the forward velocity.
+        ctrl_cost_weight: Weight of the squared control.
+        contact_cost_weight: Weight of the squared contact wrenches.
+        contact_cost_range: Clip range of the contact cost.
+        healthy_reward: Reward per step while healthy.
+        terminate_when_unhealthy: End the episode (terminated) once unhealthy.
+        healthy_z_range: Open interval for the torso height.
+        include_cinert_in_observation: Append the bodies' com-based inertia.
+        include_cvel_in_observation: Append the bodies' com-based velocity.
+        include_qfrc_actuator_in_observation: Append the actuator forces of the hinges.
+        include_cfrc_ext_in_observation: Append the external contact wrenches.
+        reset_noise_scale: Half-width of the uniform qpos and qvel noise.
+        frame_skip: Physics steps per control step.
+        max_episode_steps: Control steps per episode.
+
+    Raises:
+        ValueError: If a range is not ``(low, high)`` or ``reset_noise_scale`` is negative.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        seed: int = 0,
+        num_threads: int = 1,
+        forward_reward_weight: float = 1.25,
+        ctrl_cost_weight: float = 0.1,
+        contact_cost_weight: float = 5e-7,
+        contact_cost_range: tuple[float, float] = (float("-inf"), 10.0),
+        healthy_reward: float = 5.0,
+        terminate_when_unhealthy: bool = True,
+        healthy_z_range: tuple[float, float] = (1.0, 2.0),
+        include_cinert_in_observation: bool = True,
+        include_cvel_in_observation: bool = True,
+        include_qfrc_actuator_in_observation: bool = True,
+        include_cfrc_ext_in_observation: bool = True,
+        reset_noise_scale: float = 1e-2,
+        frame_skip: int = 5,
+        max_episode_steps: int = 1000,
+    ) -> None:
+        for name, (low, high) in (
+            ("contact_cost_range", contact_cost_range),
+            ("healthy_z_range", healthy_z_range),
+        ):
+            if low > high:
+                raise ValueError(f"Humanoid: {name} must be (low, high), got {(low, high)}")
+        sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("humanoid.xml")))
+        bodies = sizes.nbody - 1
+        self._parts = {
+            "cinert": include_cinert_in_observation,
+            "cvel": include_cvel_in_observation,
+            "qfrc_actuator": include_qfrc_actuator_in_observation,
+            "cfrc_ext": include_cfrc_ext_in_observation,
+        }
+        widths = {"cinert": 10 * bodies, "cvel": 6 * bodies, "cfrc_ext": 6 * bodies}
+        widths["qfrc_actuator"] = sizes.nv - 6
+        obs_size = sizes.nq - 2 + sizes.nv
+        obs_size += sum(widths[part] for part, on in self._parts.items() if on)
+        super().__init__(
+            "humanoid.xml",
+            num_envs,
+            obs_size=obs_size,
+            reward_terms=("forward", "survive", "ctrl", "contact"),
+            frame_skip=frame_skip,
+            max_episode_steps=max_episode_steps,
+            reset_noise_scale=reset_noise_scale,
+            seed=seed,
+            num_threads=num_threads,
+        )
+        self._forward_reward_weight = forward_reward_weight
+        self._ctrl_cost_weight = ctrl_cost_weight
+        self._contact_cost_weight = contact_cost_weight
+        self._contact_cost_range = contact_cost_range
+        self._healthy_reward = healthy_reward
+        self._terminate_when_unhealthy = terminate_when_unhealthy
+        self._healthy_z_range = healthy_z_range
+        self._body_mass = self.model.body_mass.copy()
+        self._fields = {name: self.batch.bind(name) for name in ("xipos", "cinert", "cvel")}
+        self._fields["qfrc_actuator"] = self.batch.bind("qfrc_actuator")
+        self._xy_before = np.zeros((num_envs, 2))
+        if include_cfrc_ext_in_observation or contact_cost_weight != 0:
+            self._probe_contact_forces(num_threads)
+
+    def _mass_center_xy(self) -> np.ndarray:
+        mass = self._body_mass
+        return (np.einsum("b,nbj->nj", mass, self._fields["xipos"]) / mass.sum())[:, :2]
+
+    def _before_physics(self) -> None:
+        self._xy_before = self._mass_center_xy()
+
+    def _is_healthy(self) -> np.ndarray:
+        z = self.qpos[:, 2]
+        return (self._healthy_z_range[0] < z) & (z < self._healthy_z_range[1])
+
+    def _compute_obs(self) -> Obs:
+        n = self.num_envs
+        parts = [self.qpos[:, 2:], self.qvel]
+        for name in ("cinert", "cvel"):
+            if self._parts[name]:
+                parts.append(self._fields[name][:, 1:].reshape(n, -1))
+        if self._parts["qfrc_actuator"]:
+            parts.append(self._fields["qfrc_actuator"][:, 6:])
+        if self._parts["cfrc_ext"]:
+            parts.append(self._cfrc_ext[:, 1:].reshape(n, -1))
+        obs = np.concatenate(parts, axis=1).astype(np.float32)
+        return {POLICY: obs, CRITIC: obs}
+
+    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        xy_velocity = (self._mass_center_xy() - self._xy_before) / self._dt
+        forward = self._forward_reward_weight * xy_velocity[:, 0]
+        survive = self._survive_reward()
+        # gymnasium squares data.ctrl (float64), not the float32 action.
+        ctrl_cost = self._ctrl_cost_weight * np.sum(np.square(self.ctrl), axis=1)
+        contact = self._cfrc_ext.reshape(self.num_envs, -1)
+        contact_cost = np.clip(
+            self._contact_cost_weight * np.sum(np.square(contact), axis=1),
+            *self._contact_cost_range,
+        )
+        return self._reward_with_contact_cost(forward, survive, ctrl_cost, contact_cost)
+
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        n, nq, nv = env_ids.size, self.qpos.shape[1], self.qvel.shape[1]
+        self.qpos[env_ids] = self._init_qpos + self._uniform_noise(rng, (n, nq))
+        # gymnasium adds the noise to init_qvel, which is zero.
+        self.qvel[env_ids] = self._uniform_noise(rng, (n, nv))
+        self._zero_contact_forces(env_ids)

@@ -232,16 +232,18 @@ class SquashedGaussianActor(nn.Module):
 class TwinDistributionalCritic(nn.Module):
     """Two independent C51 critics: ``(critic observation, action) -> logits over the atoms``.
 
+    With ``num_atoms=1`` each head outputs a plain scalar Q (TD3's critics).
+
     Args:
         obs_size: Width of the (normalised) critic observation.
         action_size: Width of the action vector.
-        num_atoms: Number of support atoms (>= 2).
+        num_atoms: Number of support atoms (>= 2), or 1 for scalar Q heads.
         hidden_dims: Widths of the hidden layers of each critic.
         activation: Hidden-layer activation name.
         layer_norm: Put a LayerNorm after every hidden linear layer.
 
     Raises:
-        ValueError: If a size is not positive, ``num_atoms < 2`` or ``activation`` is unknown.
+        ValueError: If a size is not positive, ``num_atoms < 1`` or ``activation`` is unknown.
     """
 
     def __init__(
@@ -256,8 +258,8 @@ class TwinDistributionalCritic(nn.Module):
         super().__init__()
         check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
-        if num_atoms < 2:
-            raise ValueError(f"num_atoms must be >= 2, got {num_atoms}")
+        if num_atoms < 1:
+            raise ValueError(f"num_atoms must be >= 1, got {num_atoms}")
         self.num_atoms = num_atoms
         self.heads = nn.ModuleList(
             mlp(obs_size + action_size, num_atoms, hidden_dims, activation, layer_norm)
@@ -265,6 +267,9 @@ class TwinDistributionalCritic(nn.Module):
         )
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Logits ``[2, B, num_atoms]`` for observations ``[B, obs_size]``, actions ``[B, A]``."""
+        """Logits ``[2, B, num_atoms]`` for observations ``[B, obs_size]``, actions ``[B, A]``.
+
+        With one atom the single output of each head is its Q value.
+        """
         x = torch.cat((obs, actions), dim=-1)
         return torch.stack([head(x) for head in self.heads])

@@ -1,0 +1,124 @@
+"""Return against wall-clock and env steps of one shipped config, read back from its TensorBoard events.
+
+Runs ``python cli.py fit --config CONFIG`` as a subprocess for a wall-clock budget
+(``--trainer.max_time``; ``max_steps`` lifted so the budget is what stops it), with its
+TensorBoard logger pointed at a fresh directory, then reads the run's event file with
+tensorboard's ``EventAccumulator`` and prints:
+
+- the curve: every logged ``Train/mean_reward`` (mean return of the collector's recent
+  episodes) with the seconds since launch and ``Train/env_steps`` at that step;
+- the return at each ``--marks`` time (the last value logged at or before it; "not reached" when
+  the run ended earlier);
+- env-steps/s over the whole run (last env-step count over its time since launch).
+
+The clock starts when the subprocess is launched, so interpreter, Lightning and collector
+start-up are part of every figure, as they are for a user. Record ``uptime`` next to the
+figures: on a shared machine they move with the load (the bench prints the load average at
+start and end).
+
+    python bench/returns.py configs/fast_sac.yaml --seconds 300
+    python bench/returns.py configs/fast_td3.yaml --seconds 600 --marks 120 300 600
+    python bench/returns.py configs/fast_td3.yaml --seconds 300 -- --model.init_args.tau=0.05
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RETURN_KEY = "Train/mean_reward"
+ENV_STEPS_KEY = "Train/env_steps"
+
+
+def _max_time(seconds: float) -> str:
+    # Lightning's "DD:HH:MM:SS" form.
+    s = int(seconds)
+    return f"00:{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def run_fit(config: str, seconds: float, log_dir: str, extra: list[str]) -> float:
+    """Run the fit; returns the launch time (epoch seconds), the origin of every figure."""
+    cmd = [
+        sys.executable,
+        "cli.py",
+        "fit",
+        "--config",
+        config,
+        f"--trainer.logger.init_args.save_dir={log_dir}",
+        f"--trainer.max_time={_max_time(seconds)}",
+        "--trainer.max_steps=-1",
+        "--trainer.enable_progress_bar=false",
+        *extra,
+    ]
+    print("command:", " ".join(cmd[1:]), flush=True)
+    start = time.time()
+    subprocess.run(cmd, check=True)
+    return start
+
+
+def read_curve(log_dir: str) -> list[tuple[float, int, float]]:
+    """``(wall_time, env_steps, return)`` for every logged return of the run under ``log_dir``.
+
+    Raises:
+        FileNotFoundError: If the run wrote no event file.
+    """
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    files = sorted(Path(log_dir).rglob("events.out.tfevents*"))
+    if not files:
+        raise FileNotFoundError(f"no TensorBoard event file under {log_dir}")
+    acc = EventAccumulator(str(files[-1].parent), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    if RETURN_KEY not in tags:
+        raise KeyError(f"{RETURN_KEY!r} was never logged; the run logged {sorted(tags)}")
+    steps = {e.step: e.value for e in acc.Scalars(ENV_STEPS_KEY)} if ENV_STEPS_KEY in tags else {}
+    return [(e.wall_time, int(steps.get(e.step, -1)), e.value) for e in acc.Scalars(RETURN_KEY)]
+
+
+def report(curve: list[tuple[float, int, float]], start: float, marks: list[float]) -> None:
+    """Print the curve, the return at each mark and the env-steps/s."""
+    print(f"{'s':>7} {'env_steps':>10} {'return':>9}")
+    for wall, env_steps, ret in curve:
+        print(f"{wall - start:7.0f} {env_steps:10d} {ret:9.1f}")
+    print("return at marks:")
+    for mark in marks:
+        before = [(w, e, r) for w, e, r in curve if w - start <= mark]
+        if not before or curve[-1][0] - start < mark - 30.0:
+            print(f"  {mark:5.0f} s: not reached (run ended at {curve[-1][0] - start:.0f} s)")
+            continue
+        wall, env_steps, ret = before[-1]
+        print(
+            f"  {mark:5.0f} s: {ret:8.1f}  (logged at {wall - start:.0f} s, {env_steps} env steps)"
+        )
+    wall, env_steps, _ = curve[-1]
+    print(f"env-steps/s over the run: {env_steps / (wall - start):.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--seconds", type=float, default=300.0, help="wall-clock budget of fit")
+    parser.add_argument(
+        "--marks", type=float, nargs="+", default=[120.0, 300.0, 600.0], help="report times (s)"
+    )
+    parser.add_argument("--log-dir", default=None, help="event directory (default: a temp dir)")
+    argv = sys.argv[1:]
+    # Everything after "--" goes to cli.py fit unchanged (its options look like ours).
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    log_dir = args.log_dir or tempfile.mkdtemp(prefix="returns-")
+    print("load average at start:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    start = run_fit(args.config, args.seconds, log_dir, extra)
+    print("load average at end:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print("events:", log_dir)
+    report(read_curve(log_dir), start, args.marks)
+
+
+if __name__ == "__main__":
+    main()
