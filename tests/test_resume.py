@@ -142,7 +142,7 @@ def test_resumed_appo_matches_uninterrupted_run_in_optimizer_and_adaptive_lr(run
 def test_resumed_run_continues_global_step_and_env_step_counter(runs):
     (_, straight_data, straight), (_, resumed_data, resumed) = runs["straight"], runs["resumed"]
     assert straight.global_step == resumed.global_step == 2 * N
-    assert straight_data.env_steps == resumed_data.env_steps == 2 * N * NUM_ENVS * NUM_STEPS
+    assert straight_data.feed.env_steps == resumed_data.feed.env_steps == 2 * N * NUM_ENVS * NUM_STEPS
     assert runs["checkpoint"]["RolloutDataModule"]["env_steps"] == N * NUM_ENVS * NUM_STEPS
 
 
@@ -277,7 +277,7 @@ def test_resumed_fast_td3_with_saved_replay_matches_uninterrupted_run(offpolicy_
             for key, value in state.items():
                 assert torch.equal(value, b["state"][index][key]), (index, key)
     assert trainer_a.global_step == trainer_b.global_step == 2 * N
-    assert data_a.env_steps == data_b.env_steps
+    assert data_a.feed.env_steps == data_b.feed.env_steps
     assert replay_a.write_ptr == replay_b.write_ptr
     assert torch.equal(replay_a.rows, replay_b.rows)
 

@@ -134,7 +134,7 @@ def test_fit_trains_after_warmup_one_tick_per_step_and_resume_counts_on(tmp_path
         "truncated": (torch.bool, (rows,)),
     }
     assert set(model.seen[0]["fields"]) == set(BATCH_KEYS)
-    assert data.env_steps == (first_tick + 2) * rows_per_tick
+    assert data.feed.env_steps == (first_tick + 2) * rows_per_tick
     _assert_released(pid.pid, before)
 
     resumed_data = ReplayDataModule(**DATA)
@@ -145,7 +145,7 @@ def test_fit_trains_after_warmup_one_tick_per_step_and_resume_counts_on(tmp_path
     # The replay starts empty, so warm-up runs again; env steps and sampling ticks count on.
     assert [s["tick"] for s in resumed.seen] == [first_tick, first_tick + 1]
     assert resumed.seen[0]["tick_offset"] == first_tick + 2
-    assert resumed_data.env_steps == (2 * first_tick + 3) * rows_per_tick
+    assert resumed_data.feed.env_steps == (2 * first_tick + 3) * rows_per_tick
     _assert_released(pid.pid, before)
 
 

@@ -64,12 +64,12 @@ def test_fit_trains_counts_env_steps_and_releases_shared_memory():
     trainer = _trainer(4)
     trainer.fit(model, datamodule=data)
     assert trainer.global_step == 4
-    assert data.env_steps >= 4 * NUM_ENVS * NUM_STEPS
-    assert data.env_steps % (NUM_ENVS * NUM_STEPS) == 0
+    assert data.feed.env_steps >= 4 * NUM_ENVS * NUM_STEPS
+    assert data.feed.env_steps % (NUM_ENVS * NUM_STEPS) == 0
     # Each iteration's batch holds 1..staging_capacity (3) of the rollouts it drained.
     rollout = NUM_ENVS * NUM_STEPS
-    assert 4 * rollout <= data.learned_env_steps <= min(data.env_steps, 4 * 3 * rollout)
-    assert data.learned_env_steps % rollout == 0
+    assert 4 * rollout <= data.feed.learned_env_steps <= min(data.feed.env_steps, 4 * 3 * rollout)
+    assert data.feed.learned_env_steps % rollout == 0
     assert data.session is None and data.transport is None
     assert list_segments(os.getpid()) == []
 

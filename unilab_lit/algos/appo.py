@@ -34,8 +34,7 @@ _SCHEDULES = ("adaptive", "fixed")
 _UPDATES = "updates"
 _INPUT_KEYS = ("obs", "critic_obs", "actions", "log_prob", "reward", "last_critic_obs")
 
-# A checkpoint of a directly built APPO holds its optimizer class in the hyperparameters;
-# Lightning loads checkpoints with torch's weights-only unpickler, which needs it allowed.
+# Hyperparameters of a directly built APPO hold its optimizer class: allow it to weights-only loads.
 torch.serialization.add_safe_globals([torch.optim.Adam])
 
 

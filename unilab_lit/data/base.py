@@ -97,14 +97,10 @@ class CollectorDataModule(LightningDataModule, ABC):
         return self._session
 
     @property
-    def env_steps(self) -> int:
-        """Collector env steps behind every batch delivered so far (restored on resume)."""
-        return self._feed.env_steps
-
-    @property
-    def learned_env_steps(self) -> int:
-        """Of :attr:`env_steps`, those in the batches the learner trained on (restored on resume)."""
-        return self._feed.learned_env_steps
+    def feed(self) -> FeedStats:
+        """A copy of what the data sets delivered so far: env steps behind the batches, those
+        the learner trained on (both restored on resume) and the latest wait."""
+        return dataclasses.replace(self._feed)
 
     @property
     def device(self) -> torch.device:

@@ -243,7 +243,7 @@ class ReplayDataModule(CollectorDataModule):
             device=self.device,
             seed=self.collector.seed,
             timeout_s=self.collector.data_timeout_s,
-            tick_offset=self.env_steps // self.rows_per_tick,
+            tick_offset=self._feed.env_steps // self.rows_per_tick,
             synchronous=self.synchronous,
         )
         return self._item_loader(ReplayDataset(self.pipeline, transport.replay, self._feed))
