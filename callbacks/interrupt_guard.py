@@ -11,6 +11,8 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
+from unilab_lit import distributed
+
 log = logging.getLogger(__name__)
 
 
@@ -47,6 +49,15 @@ class InterruptGuard(Callback):
         self._installed = True
 
     @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        # Under DDP a Ctrl-C reaches the ranks at different moments; every rank must stop after
+        # the same iteration, or the others wait in the next one's collectives.
+        if distributed.any_rank(self.interrupted):
+            trainer.should_stop = True
+
+    @override
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._uninstall()
 
@@ -66,7 +77,8 @@ class InterruptGuard(Callback):
             self._uninstall()
             raise KeyboardInterrupt
         self.interrupted = True
-        self._trainer.should_stop = True
+        if not distributed.is_distributed():
+            self._trainer.should_stop = True
         log.warning(
             "SIGINT: training stops after this iteration and writes its last checkpoint "
             "(resume with --ckpt_path last); press Ctrl-C again to abort at once"

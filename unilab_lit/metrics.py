@@ -13,6 +13,7 @@ NONFINITE_RESETS = "Train/nonfinite_resets"
 COLLECTION_FPS = "Perf/collection_fps"
 LEARN_FPS = "Perf/learn_fps"
 TOTAL_FPS = "Perf/total_fps"
+TOTAL_FPS_PER_RANK = "Perf/total_fps_per_rank"  # DDP: the job's total_fps / ranks
 RING_DROPPED = "Perf/ring_dropped_rollouts"
 METRICS_DROPPED = "Perf/metrics_dropped"
 

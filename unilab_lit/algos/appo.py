@@ -11,7 +11,8 @@ from lightning.pytorch import LightningModule
 from tensordict import TensorDict
 from torch import nn
 
-from unilab_lit import metrics
+from unilab_lit import distributed, metrics
+from unilab_lit.algos.data_parallel import DataParallelHooks
 from unilab_lit.algos.nonfinite import NonfiniteGuard
 from unilab_lit.algos.ppo_losses import (
     adaptive_learning_rate,
@@ -28,7 +29,7 @@ _SCHEDULES = ("adaptive", "fixed")
 _UPDATES = "updates"
 
 
-class APPO(LightningModule):
+class APPO(DataParallelHooks, LightningModule):
     """Asynchronous PPO with V-trace off-policy correction and an IMPACT-style target policy.
 
     V-trace: Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL with Importance
@@ -240,7 +241,7 @@ class APPO(LightningModule):
         num_samples = batch["reward"].numel()
         policy_lag = (iteration - batch["policy_version"]).float().mean()
         logged: dict[str, torch.Tensor | float] = {}
-        if self._batch_is_finite(batch):
+        if distributed.all_ranks(self._batch_is_finite(batch)):
             self._update_normalizers(batch)
             data, rho_clip_fraction = self._prepare(batch)
             logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
@@ -261,6 +262,8 @@ class APPO(LightningModule):
         self.log(
             metrics.POLICY_LAG,
             policy_lag,
+            sync_dist=True,
+            reduce_fx="max",
             prog_bar=True,
             on_step=True,
             on_epoch=False,
@@ -278,7 +281,7 @@ class APPO(LightningModule):
         # Only columns that arrived since the previous item: a rollout stays in the staging
         # pool for several iterations and would otherwise be counted several times.
         fresh = batch["fresh"]
-        if not bool(fresh.any()):
+        if not bool(fresh.any()) and not distributed.is_distributed():
             return
         obs = batch["obs"][:, fresh]
         critic_obs = batch["critic_obs"][:, fresh]
@@ -319,7 +322,8 @@ class APPO(LightningModule):
             clip_c_threshold=hp.clip_c_threshold,
         )
         advantages = returns.pg_advantages
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        mean, std = distributed.mean_std_over_ranks(advantages)
+        advantages = (advantages - mean) / (std + 1e-8)
         data = {
             "obs": obs.flatten(0, 1),
             "critic_obs": critic_obs.flatten(0, 1),
@@ -338,7 +342,9 @@ class APPO(LightningModule):
     def _optimize(self, data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         hp = self.hparams
         num_samples = data["advantages"].numel()
-        if not bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all()):
+        if not distributed.all_ranks(
+            bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all())
+        ):
             self._skip_nonfinite("V-trace targets", self.global_step)
             self._finish_iteration_without_update()
             return {}
@@ -359,20 +365,22 @@ class APPO(LightningModule):
                 step += 1
                 idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
                 loss, terms = self._minibatch_loss({key: v[idx] for key, v in data.items()})
-                loss_value, kl_value = torch.stack(
-                    (loss.detach(), terms[metrics.APPROX_KL])
-                ).tolist()
                 optimizer.zero_grad(set_to_none=True)
+                self.manual_backward(loss)
+                # Under DDP: gradients, loss and KL averaged over the ranks in one all-reduce, so
+                # every rank takes the same skip decision and the same adaptive learning rate.
+                loss_value, kl_value = distributed.average_gradients(
+                    params, torch.stack((loss.detach(), terms[metrics.APPROX_KL]))
+                ).tolist()
                 grad_norm = None
                 if math.isfinite(loss_value):
                     if hp.schedule == "adaptive":
                         self._adapt_learning_rate(kl_value)
-                    self.manual_backward(loss)
                     grad_norm = nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
                     if not bool(grad_norm.isfinite()):
-                        optimizer.zero_grad(set_to_none=True)
                         grad_norm = None
                 if grad_norm is None:
+                    optimizer.zero_grad(set_to_none=True)
                     self._skip_nonfinite("loss or gradient", self.global_step)
                 else:
                     self._nonfinite.passed(_UPDATES)

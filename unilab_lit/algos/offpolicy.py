@@ -11,7 +11,8 @@ from lightning.pytorch import LightningModule
 from tensordict import TensorDict
 from torch import nn
 
-from unilab_lit import metrics
+from unilab_lit import distributed, metrics
+from unilab_lit.algos.data_parallel import DataParallelHooks
 from unilab_lit.algos.nonfinite import NonfiniteGuard
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.validation import check_arg
@@ -66,7 +67,7 @@ def _steps(what: str) -> str:
     return f"{what} steps"
 
 
-class OffPolicyLearner(LightningModule, ABC):
+class OffPolicyLearner(DataParallelHooks, LightningModule, ABC):
     """One learner iteration over one replay item, for actor-critic learners with C51 twin critics.
 
     One dataset item holds ``batch_size × updates_per_step`` rows (see :data:`BATCH_KEYS`) of raw
@@ -231,7 +232,7 @@ class OffPolicyLearner(LightningModule, ABC):
         batch = batch.to(self.device, non_blocking=True)
         iteration = self.global_step
         logged: dict[str, torch.Tensor] = {}
-        if self._batch_is_finite(batch):
+        if distributed.all_ranks(self._batch_is_finite(batch)):
             self._nonfinite.passed(_steps("input batch"))
             self._update_normalizers(batch)
             logged.update(self._run_updates(self._prepare(batch), iteration))
@@ -313,9 +314,12 @@ class OffPolicyLearner(LightningModule, ABC):
         optimizer.zero_grad(set_to_none=True)
         # inputs= keeps e.g. the actor loss from filling the critic's gradients.
         self.manual_backward(loss, inputs=list(params))
+        # Under DDP: gradients and loss averaged over the ranks (one all-reduce), so the norm,
+        # the clip and the skip decision below are the same on every rank.
+        loss_value = distributed.average_gradients(params, loss.detach())
         grad_norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         # The one host sync per step: the skip decision needs the value.
-        finite = bool(torch.isfinite(loss.detach() + grad_norm))
+        finite = bool(torch.isfinite(loss_value + grad_norm))
         name = _OPTIMIZER_NAMES[which]
         if finite:
             self._nonfinite.passed(_steps(name))

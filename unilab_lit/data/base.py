@@ -20,7 +20,7 @@ from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from typing_extensions import override
 
-from unilab_lit import tracing
+from unilab_lit import distributed, tracing
 from unilab_lit.collector import snapshot
 from unilab_lit.collector.config import CollectorConfig, WriterSpec
 from unilab_lit.collector.process import CollectorError, CollectorProcess
@@ -275,8 +275,10 @@ class CollectorDataModule(LightningDataModule, ABC):
         threads = self.learner_torch_threads
         if threads is None:
             collector_cores = max(self.physics_threads, self.collector_torch_threads)
-            # The cores this process may run on (taskset / cgroup cpusets), not the machine's.
-            threads = max(1, len(os.sched_getaffinity(0)) - collector_cores)
+            # The cores this process may run on (taskset / cgroup cpusets), not the machine's,
+            # shared with the other DDP ranks on this node and their collectors.
+            cores = len(os.sched_getaffinity(0)) // distributed.ranks_per_node(self.trainer)
+            threads = max(1, cores - collector_cores)
         torch.set_num_threads(threads)
         log.info("learner uses %d torch thread(s)", threads)
 
@@ -317,7 +319,8 @@ class CollectorDataModule(LightningDataModule, ABC):
                     num_envs=self.num_envs,
                     policy=model.collector_policy_spec(),
                     writer=writer,
-                    seed=self.seed,
+                    # Each DDP rank's collector steps its own envs with its own noise.
+                    seed=distributed.rank_seed(self.seed, self.trainer.global_rank),
                     env_kwargs=self.task_kwargs,
                     physics_threads=self.physics_threads,
                     torch_threads=self.collector_torch_threads,
