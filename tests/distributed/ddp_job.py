@@ -15,6 +15,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -108,6 +109,7 @@ class Recorder(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_rank == self.kill_collector_rank and trainer.global_step == 2:
             os.kill(trainer.datamodule.collector.pid, signal.SIGKILL)
+            (self.out_dir / "killed_at").write_text(repr(time.time()))
 
     def on_train_end(self, trainer, pl_module) -> None:
         logged = trainer.callback_metrics.get(metrics.ENV_STEPS)
