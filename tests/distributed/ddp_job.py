@@ -19,70 +19,35 @@ import time
 from pathlib import Path
 
 import torch
-from lightning.pytorch import Callback, Trainer, seed_everything
+from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync  # noqa: E402
+from tests.test_resume import _build as build_appo  # noqa: E402
+from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
 from unilab_lit import metrics  # noqa: E402
-from unilab_lit.algos.appo import APPO  # noqa: E402
 from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
-from unilab_lit.algos.fast_td3 import FastTD3  # noqa: E402
-from unilab_lit.data.replay import ReplayDataModule  # noqa: E402
-from unilab_lit.data.rollout import RolloutDataModule  # noqa: E402
-
-NUM_ENVS = 8
 
 
 def build(algo: str):
-    seed_everything(0)
+    """APPO and FastTD3 as the single-process resume tests build them; FastSAC on FastTD3's data."""
     if algo == "appo":
-        data = RolloutDataModule(
-            task="CartpoleSwingup",
-            num_envs=NUM_ENVS,
-            num_steps=8,
-            staging_capacity=2,
-            synchronous=True,
-            seed=1,
-            learner_torch_threads=1,
-        )
-        spec = data.env_spec
-        model = APPO(
-            spec.obs_sizes["policy"],
-            spec.obs_sizes["critic"],
-            spec.action_size,
-            actor_hidden_dims=(16,),
-            critic_hidden_dims=(16,),
-            num_learning_epochs=2,
-            num_mini_batches=2,
-            desired_kl=0.001,  # the adaptive rate moves every iteration
-        )
-        return model, data
-    data = ReplayDataModule(
-        task="CartpoleSwingup",
-        num_envs=NUM_ENVS,
-        batch_size=8,
-        buffer_size=64,
-        learning_starts=2,
-        synchronous=True,
-        seed=1,
-        task_kwargs={"max_episode_steps": 7},
-        learner_torch_threads=1,
-    )
-    spec = data.env_spec
-    cls = {"fast_sac": FastSAC, "fast_td3": FastTD3}[algo]
-    model = cls(
-        spec.obs_sizes["policy"],
-        spec.obs_sizes["critic"],
-        spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
-        num_atoms=11,
-        v_min=-10.0,
-        v_max=10.0,
-        updates_per_step=2,
+        return build_appo()
+    td3, data = build_fast_td3()
+    if algo == "fast_td3":
+        return td3, data
+    hp = td3.hparams
+    sizes = ("actor_hidden_dims", "critic_hidden_dims", "num_atoms", "v_min", "v_max")
+    # policy_frequency=1: actor and temperature step with every critic step.
+    model = FastSAC(
+        hp.policy_obs_size,
+        hp.critic_obs_size,
+        hp.action_size,
+        updates_per_step=hp.updates_per_step,
         policy_frequency=1,
+        **{name: hp[name] for name in sizes},
     )
     return model, data
 
