@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync  # noqa: E402
+from callbacks import EpisodeStatsMonitor, InterruptGuard, ObsNormSync, RLCheckpoint, WeightSync  # noqa: E402
 from tests.test_resume import _build as build_appo  # noqa: E402
 from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
 from unilab_lit import metrics  # noqa: E402
@@ -72,6 +72,8 @@ class Recorder(Callback):
         torch.save(pids, self.out_dir / f"pids{trainer.global_rank}.pt")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == 1:
+            (self.out_dir / f"trained{trainer.global_rank}").touch()
         if trainer.global_rank == self.kill_collector_rank and trainer.global_step == 2:
             os.kill(trainer.datamodule.collector.pid, signal.SIGKILL)
             (self.out_dir / "killed_at").write_text(repr(time.time()))
@@ -106,6 +108,7 @@ def main() -> None:
         ObsNormSync(),
         EpisodeStatsMonitor(),
         RLCheckpoint(),
+        InterruptGuard(),
         Recorder(args.out_dir, args.kill_collector_rank),
     ]
     if args.checkpoint_every:
@@ -114,6 +117,7 @@ def main() -> None:
                 dirpath=args.out_dir / "checkpoints",
                 every_n_train_steps=args.checkpoint_every,
                 save_top_k=-1,
+                save_last=True,
             )
         )
     trainer = Trainer(

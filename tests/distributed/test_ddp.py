@@ -7,6 +7,7 @@ it) and compares what the ranks recorded.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -140,6 +141,41 @@ def test_sigkilled_collector_on_rank1_ends_the_job_with_its_error_and_leaves_not
     assert ended_at - killed_at < 30, "the job outlived its dead collector"
     assert f"collector (pid {pids[1]['collector']})" in done.stderr
     assert "CollectorError" in done.stderr
+    deadline = time.monotonic() + 10
+    while processes_with_mark(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_mark(mark) == [], "processes of the job outlived it"
+    for rank in pids:
+        assert list_segments(rank["rank"]) == [], "shared memory left in /dev/shm"
+
+
+def test_sigint_stops_every_rank_after_the_same_iteration_and_leaves_nothing(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    command = [sys.executable, str(JOB), "appo", str(tmp_path), "--steps", "100000"]
+    command += ["--checkpoint-every", "100000"]
+    with subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the SIGINT a terminal's Ctrl-C sends
+    ) as proc:
+        deadline = time.monotonic() + 180
+        while not all((tmp_path / f"trained{r}").exists() for r in (0, 1)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-4000:]
+    rank0, rank1 = _records(tmp_path)
+    assert rank0["global_step"] == rank1["global_step"] >= 1
+    assert _identical(rank0["state"], rank1["state"])
+    assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+    pids = [torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)]
     deadline = time.monotonic() + 10
     while processes_with_mark(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
