@@ -6,8 +6,8 @@ others never enter:
 
 - gradients: :func:`average_gradients` after every backward, before clipping and the optimizer
   step (the algorithms step raw optimizers several times per ``training_step``; DDP's reducer
-  only follows Lightning's own backward, so it is switched off, see
-  :func:`take_over_gradient_sync`);
+  cannot follow a backward with ``inputs=`` or a step skipped on one rank, so it is kept out,
+  see :func:`take_over_gradient_sync`);
 - decisions that change what an optimizer does (skip a non-finite update, the adaptive-KL
   learning rate, advantage statistics): :func:`all_ranks`, :func:`mean_over_ranks`,
   :func:`mean_std_over_ranks`;
@@ -78,8 +78,11 @@ def take_over_gradient_sync(trainer: Trainer) -> None:
     a backward with ``inputs=`` (the actor loss runs through the critic but fills only the
     actor's gradients) never fires the critic's hooks and the reducer waits for them forever, and
     a step skipped on one rank leaves the others waiting in its all-reduce. With the reducer
-    off, gradients are averaged exactly where each optimizer step needs them. Call it once the
-    strategy has wrapped the module (``on_train_start``); a no-op without DDP.
+    off, gradients are averaged exactly where each optimizer step needs them.
+
+    Call it before every ``training_step`` (``on_train_batch_start``): Lightning's DDP forward
+    redirection switches the reducer back on after each step, for the next one. A no-op
+    without DDP.
     """
     model = trainer.strategy.model
     if isinstance(model, DistributedDataParallel):

@@ -12,8 +12,9 @@ from unilab_lit import distributed, rank_states
 class DataParallelHooks(LightningModule):
     """Mixin for the learners: DDP gradient sync by the learner, per-rank state in checkpoints.
 
-    - ``on_train_start``: DDP's reducer stops syncing gradients; the learner averages them
-      before every optimizer step instead (:func:`unilab_lit.distributed.take_over_gradient_sync`).
+    - ``on_train_batch_start``: DDP's reducer is kept out of this step's backward passes; the
+      learner averages gradients before every optimizer step instead
+      (:func:`unilab_lit.distributed.take_over_gradient_sync`).
     - ``on_save_checkpoint`` / ``on_load_checkpoint``: every rank's data-module and callback
       state goes into rank 0's checkpoint and comes back to its rank on resume
       (:mod:`unilab_lit.rank_states`); a different world size fails there.
@@ -21,7 +22,7 @@ class DataParallelHooks(LightningModule):
     Without DDP every hook is a no-op. A subclass overriding one of them calls ``super()``.
     """
 
-    def on_train_start(self) -> None:
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         distributed.take_over_gradient_sync(self.trainer)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
