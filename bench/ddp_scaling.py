@@ -82,6 +82,7 @@ def _fit(args: argparse.Namespace, ranks: int, out_dir: Path) -> dict[str, float
         f"--trainer.strategy={strategy}",
         f"--trainer.max_steps={args.warmup + args.iterations}",
         "--trainer.logger=false",
+        f"--trainer.default_root_dir={out_dir}",  # LightningCLI's config.yaml goes there
         "--trainer.enable_checkpointing=false",
         "--trainer.enable_progress_bar=false",
         "--trainer.callbacks=[]",
