@@ -14,6 +14,7 @@ from unilab_lit import metrics, tracing, video
 from unilab_lit.data.link import collector_link
 from unilab_lit.envs import GYM_PREFIX, make_env
 from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
+from unilab_lit.lightning_compat import logger_step, write_tensorboard_summary
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,7 @@ class PolicyEvaluator(Callback):
         # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log; the curves straight
         # to the loggers, because Lightning writes step metrics only every log_every_n_steps.
         pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
-        step = trainer.fit_loop.epoch_loop._batches_that_stepped
+        step = logger_step(trainer)
         for logger in trainer.loggers:
             logger.log_metrics(values, step=step)
         if results.frames:
@@ -199,7 +200,7 @@ class PolicyEvaluator(Callback):
         summary = Summary(value=[Summary.Value(tag=metrics.EVAL_VIDEO, image=image)])
         for logger in loggers:
             # What SummaryWriter.add_video writes, without its moviepy dependency.
-            logger.experiment._get_file_writer().add_summary(summary, step)
+            write_tensorboard_summary(logger.experiment, summary, step)
 
 
 def _next_multiple(step: int, every: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -10,7 +11,9 @@ from typing import NamedTuple
 import pytest
 import yaml
 
+from callbacks import ObsNormSync, WeightSync
 from tests.conftest import REPO, processes_with_mark
+from unilab_lit.cli import UnilabCLI
 from unilab_lit.ipc import list_segments
 
 
@@ -72,6 +75,41 @@ def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(tmp_path, ma
     assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
     assert list(tmp_path.rglob("events.out.tfevents*")), "no TensorBoard events written"
     assert_no_leftovers(result, mark)
+
+
+def _appo_config_without_syncs(tmp_path, extra_callbacks: list[dict]) -> str:
+    config = yaml.safe_load((REPO / "configs" / "appo.yaml").read_text())
+    syncs = {"callbacks.WeightSync", "callbacks.ObsNormSync"}
+    kept = [c for c in config["trainer"]["callbacks"] if c["class_path"] not in syncs]
+    config["trainer"]["callbacks"] = kept + extra_callbacks
+    path = tmp_path / "appo_without_syncs.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_config_without_sync_callbacks_trains_with_the_ones_the_algorithm_adds(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    config = _appo_config_without_syncs(tmp_path, [])
+    args = ["fit", "--config", config, *SMOKE_OVERRIDES]
+    result = run_cli([*args, f"--trainer.logger.init_args.save_dir={tmp_path}"], env)
+    # Without weights the collector would never produce a rollout and the run would time out.
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
+    assert_no_leftovers(result, mark)
+
+
+def test_users_own_weight_sync_keeps_its_settings_and_only_obs_norm_sync_is_added(tmp_path):
+    mine = {"class_path": "callbacks.WeightSync", "init_args": {"every_n_steps": 2}}
+    config = _appo_config_without_syncs(tmp_path, [mine])
+    args = ["fit", "--config", config, *SMOKE_OVERRIDES]
+    cli = UnilabCLI(args=[*args, f"--trainer.logger.init_args.save_dir={tmp_path}"])
+    assert cli.trainer.global_step == 3
+    weight_syncs = [c for c in cli.trainer.callbacks if isinstance(c, WeightSync)]
+    assert [sync.every_n_steps for sync in weight_syncs] == [2]
+    assert sum(isinstance(c, ObsNormSync) for c in cli.trainer.callbacks) == 1
+    assert list_segments(os.getpid()) == []
 
 
 def test_print_config_round_trips(tmp_path, marked_env):

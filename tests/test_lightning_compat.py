@@ -9,7 +9,12 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from tests.conftest import REPO
-from unilab_lit.lightning_compat import AppendingExperimentWriter, cached_experiment
+from unilab_lit.lightning_compat import (
+    AppendingExperimentWriter,
+    cached_experiment,
+    logger_step,
+    write_tensorboard_summary,
+)
 from unilab_lit.loggers import ResumableCSVLogger
 
 # Lightning writes its columns sorted.
@@ -65,3 +70,33 @@ def test_no_module_outside_the_compat_module_reaches_into_lightning_internals():
         if private.search(line)
     ]
     assert offenders == []
+
+
+def test_epoch_loop_still_counts_the_logged_step_in_private_batches_that_stepped(tmp_path):
+    from lightning.pytorch import Trainer
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    trainer = Trainer(
+        max_steps=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(BoringModel())
+    assert logger_step(trainer) == trainer.global_step == 3
+
+
+def test_summary_writer_still_hands_out_its_file_writer_privately(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path))
+    summary = Summary(value=[Summary.Value(tag="probe", simple_value=2.5)])
+    write_tensorboard_summary(writer, summary, step=4)
+    writer.close()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("probe")] == [(4, 2.5)]

@@ -103,8 +103,7 @@ OFFPOLICY_CONFIG = {
         "init_args": {
             "actor_hidden_dims": [16],
             "critic_hidden_dims": [16],
-            "num_atoms": 11,
-            "updates_per_step": 2,
+            "offpolicy": {"num_atoms": 11, "updates_per_step": 2},
         },
     },
     "data": {

@@ -1,4 +1,5 @@
-"""Every use of Lightning internals in this project, each where no public route exists.
+"""Every use of Lightning (and TensorBoard writer) internals in this project, each where no public
+route exists.
 
 ``tests/test_lightning_compat.py`` pins what this module relies on, so a Lightning upgrade
 that moves any of it fails there, by name, instead of silently changing behaviour.
@@ -8,10 +9,16 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+if TYPE_CHECKING:
+    from lightning.pytorch import Trainer
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class AppendingExperimentWriter(ExperimentWriter):
@@ -44,3 +51,22 @@ def cached_experiment(
         get_filesystem(logger.root_dir).makedirs(logger.root_dir, exist_ok=True)
         logger._experiment = build(logger.log_dir)
     return logger._experiment
+
+
+def logger_step(trainer: Trainer) -> int:
+    """The step Lightning's own ``self.log`` calls write under at this point of the fit.
+
+    Lightning logs step metrics at ``fit_loop.epoch_loop._batches_that_stepped`` (it survives a
+    resume); a callback that writes to the loggers directly must use the same step for its points
+    to line up with the trainer's curves, and no public property exposes it.
+    """
+    return trainer.fit_loop.epoch_loop._batches_that_stepped
+
+
+def write_tensorboard_summary(writer: SummaryWriter, summary: Summary, step: int) -> None:
+    """Write a prepared protobuf ``summary`` (e.g. a GIF image) through ``writer``.
+
+    ``SummaryWriter.add_video`` would encode the GIF itself but needs moviepy; the file writer that
+    takes a ready summary is reached through the private ``_get_file_writer``.
+    """
+    writer._get_file_writer().add_summary(summary, step)

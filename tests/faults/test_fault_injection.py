@@ -39,7 +39,7 @@ SAC_TINY = [
     "--data.init_args.learning_starts=5",
     "--model.init_args.actor_hidden_dims=[32,32]",
     "--model.init_args.critic_hidden_dims=[32,32]",
-    "--model.init_args.num_atoms=11",
+    "--model.init_args.offpolicy.num_atoms=11",
 ]
 
 
