@@ -13,6 +13,7 @@ from typing_extensions import override
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
 from unilab_lit.data.link import collector_link
+from unilab_lit.job_metrics import job_values
 from unilab_lit.log_schedule import loggers_write_this_step
 
 _REWARD_PREFIX = "reward/"
@@ -91,9 +92,11 @@ class EpisodeStatsMonitor(Callback):
             values[keys.TOTAL_FPS] = (env_steps - self._fit_env_steps0) / (now - self._fit_began)
         if self._collection_fps is not None:
             values[keys.COLLECTION_FPS] = self._collection_fps
-        for name, series in self._episodes.items():
-            if series:
-                values[self._episode_key(name)] = float(np.mean(series))
+        # Under DDP the job's figures (counters and rates summed over ranks, episode means over
+        # every rank's episodes); rank 0 logs them.
+        values = job_values(
+            values, {self._episode_key(name): series for name, series in self._episodes.items()}
+        )
         shown = {k: values.pop(k) for k in _PROG_BAR_KEYS if self.prog_bar and k in values}
         # Each logged key costs ~1 ms on a busy CPU: the progress-bar keys every iteration, the
         # rest only when the loggers write (as Lightning's LearningRateMonitor does).

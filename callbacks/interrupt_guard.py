@@ -12,6 +12,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
+from unilab_lit import distributed
 from unilab_lit.ipc import ownership
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,8 @@ class InterruptGuard(Callback):
       ends, ``callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` at that step (the
       collector's state included), the data module stops the collector and unlinks its shared
       memory, and ``fit`` returns (exit status 0). A second SIGINT interrupts at once through
-      Lightning's own path (which also stops the collector).
+      Lightning's own path (which also stops the collector). Under DDP the ranks agree after
+      every iteration whether any of them was interrupted, so all stop after the same one.
     - **SIGTERM** (a scheduler's preemption): logs, then hands the signal to Lightning's own
       handler, which lets the iteration finish and raises ``SIGTERMException`` after it;
       ``StopCheckpoint`` writes ``last.ckpt`` at that step from ``on_exception``, the data module
@@ -68,6 +70,15 @@ class InterruptGuard(Callback):
         ownership.set_graceful_sigterm(True)
 
     @override
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        # Under DDP a Ctrl-C reaches the ranks at different moments; every rank must stop after
+        # the same iteration, or the others wait in the next one's collectives.
+        if distributed.any_rank(self.interrupted):
+            trainer.should_stop = True
+
+    @override
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._uninstall()
 
@@ -95,7 +106,8 @@ class InterruptGuard(Callback):
             self._uninstall()
             raise KeyboardInterrupt
         self.interrupted = True
-        self._trainer.should_stop = True
+        if not distributed.is_distributed():
+            self._trainer.should_stop = True
         log.warning(
             "SIGINT at step %d: training stops after this iteration and writes last.ckpt at "
             "the stop step (resume with --ckpt_path last); press Ctrl-C again to abort at once",

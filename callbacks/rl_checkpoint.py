@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
+from unilab_lit import distributed
 from unilab_lit.data.link import collector_link
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
@@ -21,8 +21,13 @@ from unilab_lit.ipc.replay import ReplayStorage
 
 log = logging.getLogger(__name__)
 
-_SIDECAR_GLOB = "replay-step=*.bin"
 _FLOAT32_BYTES = 4  # replay rows are packed float32
+
+def _sidecar_prefix() -> str:
+    # Under DDP every rank saves its own replay shard: "replay-rank<r>-step=<n>.bin".
+    if distributed.is_distributed():
+        return f"replay-rank{distributed.global_rank()}"
+    return "replay"
 
 
 class RLCheckpoint(Callback):
@@ -39,7 +44,8 @@ class RLCheckpoint(Callback):
       first iteration, so it draws what the uninterrupted run would have drawn (minibatch
       orders, target-policy noise). Without them ``seed_everything`` restarts every stream.
     - with ``save_replay``, the data module's ``replay`` as a sidecar file
-      ``replay-step=<global_step>.bin`` in ``replay_dir``, written in chunks straight from
+      ``replay-step=<global_step>.bin`` in ``replay_dir`` (under DDP one per rank,
+      ``replay-rank<r>-step=<global_step>.bin``), written in chunks straight from
       shared memory (peak memory does not grow by the buffer's size) and loaded back into the
       new run's replay before the collector writes into it. Checkpoints of one step share one
       sidecar; the ``keep_replays`` newest are kept.
@@ -144,21 +150,21 @@ class RLCheckpoint(Callback):
 
     def _save_replay_sidecar(self, trainer: Trainer) -> dict[str, str]:
         directory = self._sidecar_dir(trainer)
-        path = directory / f"replay-step={trainer.global_step}.bin"
+        path = directory / f"{_sidecar_prefix()}-step={trainer.global_step}.bin"
         # Checkpoints of one step (``last`` and a periodic one) hold the same replay.
-        if trainer.is_global_zero and not path.exists():
+        if not path.exists():
             directory.mkdir(parents=True, exist_ok=True)
             save_replay(_replay(trainer), path)
             log.info("replay buffer saved to %s", path)
             self._delete_old_sidecars(directory)
         return {"name": path.name, "path": str(path.resolve())}
 
-    @rank_zero_only
     def _delete_old_sidecars(self, directory: Path) -> None:
         def step(path: Path) -> int:
             return int(path.stem.split("=")[1])
 
-        for old in sorted(directory.glob(_SIDECAR_GLOB), key=step)[: -self.keep_replays]:
+        sidecars = sorted(directory.glob(f"{_sidecar_prefix()}-step=*.bin"), key=step)
+        for old in sidecars[: -self.keep_replays]:
             old.unlink()
 
     def _load_replay_sidecar(self, trainer: Trainer, replay_file: dict[str, str] | None) -> None:

@@ -26,6 +26,7 @@ EVAL_VIDEO = "Eval/video"
 COLLECTION_FPS = "Perf/collection_fps"
 LEARN_FPS = "Perf/learn_fps"
 TOTAL_FPS = "Perf/total_fps"
+TOTAL_FPS_PER_RANK = "Perf/total_fps_per_rank"  # DDP: the job's total_fps / ranks
 # Rollouts the collector overwrote in the ring before the learner read them (APPO).
 RING_DROPPED = "Perf/ring_dropped_rollouts"
 METRICS_DROPPED = "Perf/metrics_dropped"

@@ -11,7 +11,7 @@ from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
 from torch import nn
 
-from unilab_lit import metrics
+from unilab_lit import distributed, metrics
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.functional import all_finite, mean_terms, polyak_update
 from unilab_lit.algos.ppo_losses import (
@@ -226,11 +226,13 @@ class APPO(RLAlgorithm):
         num_samples = batch["reward"].numel()
         policy_lag = (iteration - batch["policy_version"]).float().mean()
         logged: dict[str, torch.Tensor | float] = {}
-        if all_finite(batch, _INPUT_KEYS):
+        # Under DDP a non-finite batch on one rank skips the iteration on every rank.
+        if distributed.all_ranks(all_finite(batch, _INPUT_KEYS)):
             # Only columns that arrived since the previous item: a rollout stays in the staging
-            # pool for several iterations and would otherwise be counted several times.
+            # pool for several iterations and would otherwise be counted several times. Under
+            # DDP a rank without fresh columns still takes part in the normaliser's collective.
             fresh = batch["fresh"]
-            if bool(fresh.any()):
+            if bool(fresh.any()) or distributed.is_distributed():
                 self._update_normalizers(batch["obs"][:, fresh], batch["critic_obs"][:, fresh])
             data, rho_clip_fraction = self._prepare(batch)
             logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
@@ -248,6 +250,8 @@ class APPO(RLAlgorithm):
         self.log(
             metrics.POLICY_LAG,
             policy_lag,
+            sync_dist=True,
+            reduce_fx="max",
             prog_bar=True,
             on_step=True,
             on_epoch=False,
@@ -290,7 +294,8 @@ class APPO(RLAlgorithm):
             lambda_=hp.vtrace_lambda,
         )
         advantages = returns.pg_advantages
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        mean, std = distributed.mean_std_over_ranks(advantages)
+        advantages = (advantages - mean) / (std + 1e-8)
         data = {
             "obs": obs.flatten(0, 1),
             "critic_obs": critic_obs.flatten(0, 1),
@@ -309,7 +314,9 @@ class APPO(RLAlgorithm):
     def _optimize(self, data: dict[str, torch.Tensor], iteration: int) -> dict[str, torch.Tensor]:
         hp = self.hparams
         num_samples = data["advantages"].numel()
-        if not bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all()):
+        if not distributed.all_ranks(
+            bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all())
+        ):
             self._skip_nonfinite(_UPDATES, f"iteration {iteration}: V-trace targets")
             self._count_iteration()
             return {}
@@ -329,8 +336,9 @@ class APPO(RLAlgorithm):
                 idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
                 loss, terms = self._minibatch_loss({key: v[idx] for key, v in data.items()})
                 if hp.schedule == "adaptive":
-                    loss_value, kl_value = torch.stack(
-                        (loss.detach(), terms[metrics.APPROX_KL])
+                    # Under DDP the rank-averaged loss and KL, so every rank sets the same rate.
+                    loss_value, kl_value = distributed.mean_over_ranks(
+                        torch.stack((loss.detach(), terms[metrics.APPROX_KL]))
                     ).tolist()
                     if math.isfinite(loss_value):
                         self._adapt_learning_rate(kl_value)

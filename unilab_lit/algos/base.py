@@ -6,11 +6,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
 import torch
-from lightning.pytorch import Callback, LightningModule
+from lightning.pytorch import Callback
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
 
-from unilab_lit import metrics
+from unilab_lit import distributed, metrics
+from unilab_lit.algos.data_parallel import DataParallelHooks
 from unilab_lit.algos.nonfinite import NonfiniteGuard
 from unilab_lit.log_schedule import loggers_write_this_step
 from unilab_lit.nn.normalization import ObsNormalizer
@@ -18,7 +19,7 @@ from unilab_lit.nn.policies import PolicySpec
 from unilab_lit.validation import check_arg
 
 
-class RLAlgorithm(LightningModule, ABC):
+class RLAlgorithm(DataParallelHooks, ABC):
     """A learner whose data comes from a collector process: the contract and the shared verbs.
 
     **Collector contract.** The data module rebuilds :meth:`collector_policy` in the collector
@@ -40,6 +41,11 @@ class RLAlgorithm(LightningModule, ABC):
     ``max_steps``, ``ModelCheckpoint(every_n_train_steps)``, the progress bar and the logger's
     x-axis therefore all count iterations. Because the raw steps bypass Lightning's precision
     plugin, ``precision="16-mixed"`` (loss scaling) is rejected; 32-bit and bf16 work.
+
+    **Data parallel.** Under Lightning's DDP every rank is a whole learner with its own
+    collector; :class:`~unilab_lit.algos.data_parallel.DataParallelHooks` keeps DDP's reducer
+    out, and :meth:`_step` averages the gradients over the ranks instead, so every update (and
+    every skip) is the same on every rank.
 
     Subclasses call ``self.save_hyperparameters()`` in their own ``__init__`` (after this one),
     so the checkpointed config is exactly their constructor's arguments.
@@ -155,7 +161,7 @@ class RLAlgorithm(LightningModule, ABC):
         kind: str,
         where: str,
     ) -> torch.Tensor | None:
-        """Backward into ``params`` only, clip, step; skip and count a non-finite loss or gradient.
+        """Backward into ``params`` only, average over DDP ranks, clip, step; skip a non-finite update.
 
         Args:
             optimizer: Lightning's wrapper of the optimizer that owns ``params``.
@@ -179,9 +185,13 @@ class RLAlgorithm(LightningModule, ABC):
         raw = optimizer.optimizer
         raw.zero_grad(set_to_none=True)
         self.manual_backward(loss, inputs=list(params))
+        # Under DDP: gradients and loss averaged over the ranks in one all-reduce (DDP's reducer
+        # is kept out, see DataParallelHooks), so the norm, the clip and the skip decision below
+        # are the same on every rank: a non-finite value on one rank is non-finite in the mean.
+        loss_value = distributed.average_gradients(params, loss.detach())
         grad_norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         # The one host sync per update: the skip decision needs the value.
-        finite = bool(torch.isfinite(loss.detach() + grad_norm))
+        finite = bool(torch.isfinite(loss_value + grad_norm))
         if finite:
             self._nonfinite.passed(kind)
             if max_grad_norm > 0.0:

@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
 
-from unilab_lit import metrics
+from unilab_lit import distributed, metrics
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.c51 import (
     categorical_projection,
@@ -231,7 +231,8 @@ class OffPolicyLearner(RLAlgorithm):
         batch = batch.to(self.device, non_blocking=True)
         iteration = self.global_step
         logged: dict[str, torch.Tensor] = {}
-        if all_finite(batch, _FLOAT_KEYS):
+        # Under DDP a non-finite batch on one rank skips the iteration on every rank.
+        if distributed.all_ranks(all_finite(batch, _FLOAT_KEYS)):
             self._nonfinite.passed(_steps("input batch"))
             self._update_normalizers(batch["obs"], batch["critic_obs"])
             logged.update(self._run_updates(self._prepare(batch), iteration))

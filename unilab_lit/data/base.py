@@ -13,6 +13,7 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
+from unilab_lit import distributed
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.link import CollectorLink
 from unilab_lit.data.memory_plan import check_memory_plan
@@ -171,7 +172,7 @@ class CollectorDataModule(LightningDataModule, ABC):
 
     def _start_collector(self, model: LightningModule) -> None:
         require_dataloader_iter(model, type(self).__name__)
-        limit_learner_threads(self.collector)
+        limit_learner_threads(self.collector, distributed.ranks_per_node(self.trainer))
         session = CollectorSession(
             self.collector, self.env_spec.obs_sizes[POLICY], self._make_transport(model), self._feed
         )

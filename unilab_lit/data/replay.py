@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
+from unilab_lit import distributed
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
 from unilab_lit.collector.process import CollectorProcess
@@ -241,7 +242,8 @@ class ReplayDataModule(CollectorDataModule):
             rows_per_tick=self.rows_per_tick,
             warmup_rows=max(1, self.learning_starts * self.collector.num_envs),
             device=self.device,
-            seed=self.collector.seed,
+            # Each DDP rank samples its own replay shard with its own stream.
+            seed=distributed.rank_seed(self.collector.seed, self.trainer.global_rank),
             timeout_s=self.collector.data_timeout_s,
             tick_offset=self._feed.env_steps // self.rows_per_tick,
             synchronous=self.synchronous,

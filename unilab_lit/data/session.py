@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from unilab_lit import tracing
+from unilab_lit import distributed, tracing
 from unilab_lit.collector.config import CollectorConfig, PolicyBuilder
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.data import collector_state
@@ -97,7 +97,8 @@ class CollectorSession:
                     num_envs=options.num_envs,
                     policy=policy_spec,
                     writer=writer,
-                    seed=options.seed,
+                    # Each DDP rank's collector steps its own envs with its own noise.
+                    seed=distributed.rank_seed(options.seed, distributed.global_rank()),
                     env_kwargs=options.task_kwargs,
                     physics_threads=options.physics_threads,
                     torch_threads=options.collector_torch_threads,

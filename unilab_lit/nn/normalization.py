@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from unilab_lit import distributed
+
 
 def merge_moments(
     mean_a: torch.Tensor,
@@ -98,20 +100,20 @@ class ObsNormalizer(nn.Module):
         if x.shape[-1] != self.size:
             raise ValueError(f"x must end in dimension {self.size}, got shape {tuple(x.shape)}")
         batch = x.reshape(-1, self.size).to(torch.float64)
-        if batch.shape[0] == 0:
-            return
-        batch_var, batch_mean = torch.var_mean(batch, dim=0, correction=0)
-        mean, var, count = merge_moments(
-            self.mean.to(torch.float64),
-            self.var.to(torch.float64),
-            self.count,
-            batch_mean,
-            batch_var,
-            float(batch.shape[0]),
-        )
-        self.mean.copy_(mean)
-        self.var.copy_(var)
-        self.count.copy_(count)
+        # Under DDP every rank folds in every rank's batch, in rank order: one normaliser for
+        # the job, the same bits on every rank (an empty batch still takes part).
+        for batch_mean, batch_var, n in distributed.moments_of_every_rank(batch):
+            mean, var, count = merge_moments(
+                self.mean.to(torch.float64),
+                self.var.to(torch.float64),
+                self.count,
+                batch_mean,
+                batch_var,
+                n,
+            )
+            self.mean.copy_(mean)
+            self.var.copy_(var)
+            self.count.copy_(count)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalise ``x`` with the current statistics."""

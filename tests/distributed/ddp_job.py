@@ -1,0 +1,139 @@
+"""One small DDP fit (gloo, CPU, 2 ranks) whose ranks record what the DDP tests compare.
+
+Run as a script (Lightning's DDP launcher re-runs this file for rank 1):
+    python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--ckpt PATH]
+        [--kill-collector-rank R]
+Each rank writes ``OUT_DIR/rank<r>.pt``: its module state, optimizer states, the raw policy
+observations its normaliser folded in, its data module's env-step counter and, on rank 0, the
+logged ``Train/env_steps``. ``--kill-collector-rank`` SIGKILLs that rank's collector after its
+second iteration (the job must end with that rank's error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+from lightning.pytorch import Callback, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from callbacks import EpisodeStatsMonitor, InterruptGuard, ObsNormSync, RLCheckpoint, WeightSync  # noqa: E402
+from tests.test_resume import _build as build_appo  # noqa: E402
+from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
+from unilab_lit import metrics  # noqa: E402
+from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
+
+
+def build(algo: str):
+    """APPO and FastTD3 as the single-process resume tests build them; FastSAC on FastTD3's data."""
+    if algo == "appo":
+        return build_appo()
+    td3, data = build_fast_td3()
+    if algo == "fast_td3":
+        return td3, data
+    hp = td3.hparams
+    # policy_frequency=1: actor and temperature step with every critic step.
+    model = FastSAC(
+        hp.policy_obs_size,
+        hp.critic_obs_size,
+        hp.action_size,
+        actor_hidden_dims=hp.actor_hidden_dims,
+        critic_hidden_dims=hp.critic_hidden_dims,
+        offpolicy=dataclasses.replace(td3.offpolicy, policy_frequency=1),
+    )
+    return model, data
+
+
+class Recorder(Callback):
+    """Keeps every batch the policy normaliser folds in; saves this rank's record at the end."""
+
+    def __init__(self, out_dir: Path, kill_collector_rank: int | None) -> None:
+        self.out_dir = out_dir
+        self.kill_collector_rank = kill_collector_rank
+        self.obs: list[torch.Tensor] = []
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        update = pl_module.obs_normalizer.update
+
+        def recording_update(x: torch.Tensor) -> None:
+            self.obs.append(x.detach().reshape(-1, x.shape[-1]).clone())
+            update(x)
+
+        pl_module.obs_normalizer.update = recording_update
+        pids = {"rank": os.getpid(), "collector": trainer.datamodule.session.process.pid}
+        torch.save(pids, self.out_dir / f"pids{trainer.global_rank}.pt")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == 1:
+            (self.out_dir / f"trained{trainer.global_rank}").touch()
+        if trainer.global_rank == self.kill_collector_rank and trainer.global_step == 2:
+            os.kill(trainer.datamodule.session.process.pid, signal.SIGKILL)
+            (self.out_dir / "killed_at").write_text(repr(time.time()))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        logged = trainer.callback_metrics.get(metrics.ENV_STEPS)
+        record = {
+            "state": {k: v.clone() for k, v in pl_module.state_dict().items()},
+            "optimizers": [opt.state_dict() for opt in trainer.optimizers],
+            "obs": torch.cat(self.obs),
+            "env_steps": trainer.datamodule.env_steps,
+            "logged_env_steps": None if logged is None else float(logged),
+            "global_step": trainer.global_step,
+        }
+        torch.save(record, self.out_dir / f"rank{trainer.global_rank}.pt")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("algo", choices=("appo", "fast_sac", "fast_td3"))
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--ckpt", type=Path, default=None)
+    parser.add_argument("--checkpoint-every", type=int, default=0)
+    parser.add_argument("--kill-collector-rank", type=int, default=None)
+    args = parser.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    model, data = build(args.algo)
+    callbacks: list[Callback] = [
+        WeightSync(),
+        ObsNormSync(),
+        EpisodeStatsMonitor(),
+        RLCheckpoint(),
+        InterruptGuard(),
+        Recorder(args.out_dir, args.kill_collector_rank),
+    ]
+    if args.checkpoint_every:
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=args.out_dir / "checkpoints",
+                every_n_train_steps=args.checkpoint_every,
+                save_top_k=-1,
+                save_last=True,
+            )
+        )
+    trainer = Trainer(
+        max_steps=args.steps,
+        accelerator="cpu",
+        strategy="ddp",
+        devices=args.devices,
+        logger=False,
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=bool(args.checkpoint_every),
+        callbacks=callbacks,
+    )
+    trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
+
+
+if __name__ == "__main__":
+    main()

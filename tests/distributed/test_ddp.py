@@ -1,0 +1,184 @@
+"""Data-parallel training under Lightning's DDP: 2 ranks (gloo, CPU), each with its own collector.
+
+Every test runs ``ddp_job.py`` as a real script (Lightning's launcher starts rank 1 by re-running
+it) and compares what the ranks recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import REPO, processes_with_mark
+from unilab_lit.ipc import list_segments
+
+JOB = Path(__file__).with_name("ddp_job.py")
+N = 3
+
+
+def _run(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(JOB), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _records(out_dir: Path) -> list[dict]:
+    return [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+
+
+def _fit(algo: str, out_dir: Path, env: dict[str, str], *extra: str) -> list[dict]:
+    done = _run([algo, str(out_dir), *extra], env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return _records(out_dir)
+
+
+def _identical(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def appo_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return _fit("appo", tmp_path_factory.mktemp("appo"), env, "--steps", str(N))
+
+
+def test_appo_ranks_hold_identical_parameters_and_optimizer_states_after_iterations(appo_ranks):
+    rank0, rank1 = appo_ranks
+    assert rank0["global_step"] == rank1["global_step"] == N
+    assert _identical(rank0["state"], rank1["state"])
+    assert _identical(rank0["optimizers"], rank1["optimizers"])
+    # The adaptive-KL rate moved (desired_kl is tiny) and moved identically: from the mean KL.
+    assert rank0["optimizers"][0]["param_groups"][0]["lr"] != 1e-3
+
+
+def test_ranks_collectors_produce_different_data(appo_ranks):
+    rank0, rank1 = appo_ranks
+    assert rank0["obs"].shape == rank1["obs"].shape
+    assert not torch.equal(rank0["obs"], rank1["obs"])
+    assert not torch.equal(rank0["obs"][0], rank1["obs"][0])  # even the first reset differs
+
+
+def test_normalizer_equals_exact_statistics_of_both_ranks_data(appo_ranks):
+    union = torch.cat([record["obs"] for record in appo_ranks]).to(torch.float64)
+    var, mean = torch.var_mean(union, dim=0, correction=0)
+    for record in appo_ranks:
+        state = record["state"]
+        assert float(state["obs_normalizer.count"]) == union.shape[0]
+        # The buffers are float32: equal to the float64 statistics up to float32 rounding.
+        torch.testing.assert_close(state["obs_normalizer.mean"], mean.float(), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(state["obs_normalizer.var"], var.float(), rtol=1e-6, atol=1e-6)
+
+
+def test_logged_env_steps_equals_sum_over_ranks(appo_ranks):
+    rank0, rank1 = appo_ranks
+    assert rank0["env_steps"] > 0 and rank1["env_steps"] > 0
+    assert rank0["logged_env_steps"] == rank0["env_steps"] + rank1["env_steps"]
+
+
+def test_fast_sac_ranks_hold_identical_parameters_and_optimizer_states_after_iterations(
+    tmp_path: Path,
+):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    rank0, rank1 = _fit("fast_sac", tmp_path, env, "--steps", str(N))
+    assert rank0["global_step"] == rank1["global_step"] == N
+    assert _identical(rank0["state"], rank1["state"])
+    assert _identical(rank0["optimizers"], rank1["optimizers"])
+    assert len(rank0["optimizers"]) == 3  # critic, actor and temperature all stepped in sync
+    assert all(opt["state"] for opt in rank0["optimizers"])
+    assert not torch.equal(rank0["obs"], rank1["obs"])
+
+
+@pytest.mark.slow
+def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(tmp_path: Path, marked_env):
+    env, _ = marked_env
+    straight = _fit(
+        "appo", tmp_path / "straight", env, "--steps", str(2 * N), "--checkpoint-every", str(N)
+    )
+    checkpoint = tmp_path / "straight" / "checkpoints" / f"epoch=0-step={N}.ckpt"
+    resumed = _fit(
+        "appo", tmp_path / "resumed", env, "--steps", str(2 * N), "--ckpt", str(checkpoint)
+    )
+    for whole, continued in zip(straight, resumed, strict=True):
+        assert continued["global_step"] == 2 * N
+        assert continued["env_steps"] == whole["env_steps"]
+        assert _identical(continued["state"], whole["state"])
+        assert _identical(continued["optimizers"], whole["optimizers"])
+
+    one_rank = _run(
+        ["appo", str(tmp_path / "one"), "--devices", "1", "--ckpt", str(checkpoint)], env
+    )
+    assert one_rank.returncode != 0
+    assert "world size 2, this job has world size 1" in one_rank.stderr
+
+
+def test_sigkilled_collector_on_rank1_ends_the_job_with_its_error_and_leaves_nothing(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    done = _run(["appo", str(tmp_path), "--steps", "100000", "--kill-collector-rank", "1"], env)
+    ended_at = time.time()
+    killed_at = float((tmp_path / "killed_at").read_text())
+    pids = [torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)]
+    assert done.returncode != 0
+    assert ended_at - killed_at < 30, "the job outlived its dead collector"
+    assert f"collector (pid {pids[1]['collector']})" in done.stderr
+    assert "CollectorError" in done.stderr
+    deadline = time.monotonic() + 10
+    while processes_with_mark(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_mark(mark) == [], "processes of the job outlived it"
+    for rank in pids:
+        assert list_segments(rank["rank"]) == [], "shared memory left in /dev/shm"
+
+
+def test_sigint_stops_every_rank_after_the_same_iteration_and_leaves_nothing(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    command = [sys.executable, str(JOB), "appo", str(tmp_path), "--steps", "100000"]
+    command += ["--checkpoint-every", "100000"]
+    with subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the SIGINT a terminal's Ctrl-C sends
+    ) as proc:
+        deadline = time.monotonic() + 180
+        while not all((tmp_path / f"trained{r}").exists() for r in (0, 1)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-4000:]
+    rank0, rank1 = _records(tmp_path)
+    assert rank0["global_step"] == rank1["global_step"] >= 1
+    assert _identical(rank0["state"], rank1["state"])
+    assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+    pids = [torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)]
+    deadline = time.monotonic() + 10
+    while processes_with_mark(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_mark(mark) == [], "processes of the job outlived it"
+    for rank in pids:
+        assert list_segments(rank["rank"]) == [], "shared memory left in /dev/shm"

@@ -1,0 +1,88 @@
+"""The collectives of ``unilab_lit.distributed`` on a real 2-process gloo group, and their
+single-process identities."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from tests.distributed import gloo_workers
+from unilab_lit import distributed, metrics
+from unilab_lit.job_metrics import job_values
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    out = tmp_path_factory.mktemp("gloo")
+    mp.spawn(gloo_workers.collectives, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+
+
+def test_normalizer_holds_the_exact_statistics_of_every_ranks_batches(ranks):
+    union = torch.cat([ranks[1]["x"], ranks[0]["x"], ranks[1]["x"]])
+    var, mean = torch.var_mean(union, dim=0, correction=0)
+    for record in ranks:
+        state = record["normalizer"]
+        assert float(state["count"]) == union.shape[0]
+        torch.testing.assert_close(state["mean"], mean.float())
+        torch.testing.assert_close(state["var"], var.float())
+    assert all(
+        torch.equal(ranks[0]["normalizer"][k], ranks[1]["normalizer"][k])
+        for k in ranks[0]["normalizer"]
+    )
+
+
+def test_mean_std_over_ranks_equals_statistics_of_the_concatenation(ranks):
+    union = torch.cat([r["x"].flatten() for r in ranks])
+    for record in ranks:
+        mean, std = record["mean_std"]
+        torch.testing.assert_close(mean, union.mean())
+        torch.testing.assert_close(std, union.std())
+
+
+def test_average_gradients_gives_every_rank_the_mean_gradient_and_extra(ranks):
+    for record in ranks:
+        assert torch.equal(record["grad"], torch.full((4,), 1.5))
+        assert torch.equal(record["extra"], torch.tensor([0.5]))
+
+
+def test_decisions_are_global(ranks):
+    for record in ranks:
+        assert record["all"] == (False, True)
+        assert record["any"] == (True, False)
+        assert float(record["max"]) == 1.0
+    assert ranks[0]["gathered"] == [{"rank": 0}, {"rank": 1}]
+    assert ranks[1]["gathered"] is None
+
+
+def test_helpers_are_identities_outside_a_process_group():
+    x = torch.randn(10)
+    assert distributed.world_size() == 1 and distributed.global_rank() == 0
+    assert distributed.mean_std_over_ranks(x) == (x.mean(), x.std())
+    extra = torch.tensor(3.0)
+    assert distributed.average_gradients([], extra) is extra
+    assert distributed.all_ranks(False) is False and distributed.any_rank(True) is True
+    assert distributed.gather_to_rank_zero(5) == [5]
+
+
+def test_rank_seed_keeps_rank_zero_and_separates_the_others():
+    assert distributed.rank_seed(7, 0) == 7
+    seeds = {distributed.rank_seed(0, r) for r in range(1, 64)} | {distributed.rank_seed(1, 1)}
+    assert len(seeds) == 64 and 0 not in seeds and 1 not in seeds
+    with pytest.raises(ValueError, match="rank must be >= 0"):
+        distributed.rank_seed(0, -1)
+
+
+def test_job_values_outside_ddp_are_the_ranks_own():
+    values = job_values({metrics.ENV_STEPS: 10.0}, {metrics.MEAN_REWARD: [1.0, 2.0], "x": []})
+    assert values == {metrics.ENV_STEPS: 10.0, metrics.MEAN_REWARD: float(np.mean([1.0, 2.0]))}
