@@ -247,16 +247,8 @@ class APPO(RLAlgorithm):
             logged[metrics.ACTION_STD] = self.actor.std().detach().mean()
             self._log_terms(logged, num_samples)
         # In the progress bar, next to the reward and env-steps/s EpisodeStatsMonitor shows.
-        self.log(
-            metrics.POLICY_LAG,
-            policy_lag,
-            sync_dist=True,
-            reduce_fx="max",
-            prog_bar=True,
-            on_step=True,
-            on_epoch=False,
-            batch_size=num_samples,
-        )
+        lag = {"sync_dist": True, "reduce_fx": "max", "on_step": True, "on_epoch": False}
+        self.log(metrics.POLICY_LAG, policy_lag, prog_bar=True, batch_size=num_samples, **lag)
 
     # ------------------------------------------------------------------------ iteration
     @torch.no_grad()
@@ -314,9 +306,8 @@ class APPO(RLAlgorithm):
     def _optimize(self, data: dict[str, torch.Tensor], iteration: int) -> dict[str, torch.Tensor]:
         hp = self.hparams
         num_samples = data["advantages"].numel()
-        if not distributed.all_ranks(
-            bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all())
-        ):
+        finite = bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all())
+        if not distributed.all_ranks(finite):
             self._skip_nonfinite(_UPDATES, f"iteration {iteration}: V-trace targets")
             self._count_iteration()
             return {}
