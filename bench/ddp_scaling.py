@@ -50,7 +50,7 @@ class ThroughputProbe(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        mark = (time.perf_counter(), trainer.datamodule.env_steps, trainer.global_step)
+        mark = (time.perf_counter(), trainer.datamodule.feed.env_steps, trainer.global_step)
         if trainer.global_step == self.warmup:
             self._start = mark
         elif self._start is not None:

@@ -84,7 +84,7 @@ class Recorder(Callback):
             "state": {k: v.clone() for k, v in pl_module.state_dict().items()},
             "optimizers": [opt.state_dict() for opt in trainer.optimizers],
             "obs": torch.cat(self.obs),
-            "env_steps": trainer.datamodule.env_steps,
+            "env_steps": trainer.datamodule.feed.env_steps,
             "logged_env_steps": None if logged is None else float(logged),
             "global_step": trainer.global_step,
         }
