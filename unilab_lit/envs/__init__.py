@@ -23,8 +23,8 @@ _REGISTRY: dict[str, type | str] = {
     "CartpoleSwingup": "unilab_lit.envs.cartpole:CartpoleSwingup",
     "HalfCheetah": "unilab_lit.envs.locomotion:HalfCheetah",
     "Hopper": "unilab_lit.envs.locomotion:Hopper",
-    "Ant": "unilab_lit.envs.locomotion:Ant",
-    "Humanoid": "unilab_lit.envs.locomotion:Humanoid",
+    "Ant": "unilab_lit.envs.walkers:Ant",
+    "Humanoid": "unilab_lit.envs.walkers:Humanoid",
     "QuadrupedJoystick": "unilab_lit.envs.quadruped:QuadrupedJoystick",
 }
 
