@@ -4,7 +4,8 @@ For each pipeline (``configs/appo.yaml``, ``configs/fast_sac.yaml`` by default) 
 real ``cli.py fit`` as a subprocess with ``--trainer.max_time`` and a CSV logger, and every
 ``--interval-s`` samples:
 
-- the resident set size (``VmRSS``) of every process of the run: the learner, the collector and
+- the resident set size (``VmRSS``) and its private part (``RssAnon``: a leak grows it, a
+  filling replay buffer does not) of every process of the run: the learner, the collector and
   Python's resource tracker (found through ``/proc``, by parent pid);
 - the bytes of the run's blocks in /dev/shm (``unilab_lit_<learner pid>_*``);
 - the run's ``Train/env_steps`` and ``Policy/lag`` (APPO) from the CSV logger's file.
@@ -40,8 +41,10 @@ CONFIGS = {"appo": "configs/appo.yaml", "fast_sac": "configs/fast_sac.yaml"}
 # the bench imports nothing of the package).
 ENV_STEPS_KEY = "Train/env_steps"
 POLICY_LAG_KEY = "Policy/lag"
-# Series sampled once per sample time (the RSS series carry their own times).
+# Series sampled once per sample time (the per-process memory series carry their own times).
 _TIMED = ("t", "shm", "env_steps", "lag")
+# Per-process memory series (``rss <role>``, ``anon <role>``) carry their own sample times.
+_MEMORY_PREFIXES = ("rss ", "anon ")
 RATE_WINDOW = 6  # samples per env-steps/s window (30 s at the default interval)
 
 
@@ -64,14 +67,23 @@ def _process_tree(root: int) -> list[int]:
     return tree
 
 
-def _rss_bytes(pid: int) -> int | None:
+def _memory_bytes(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``RssAnon`` of ``pid`` in bytes (empty once it is gone).
+
+    ``VmRSS`` also counts the shared-memory pages the process has touched (``RssShmem``), which
+    grow while a replay buffer fills and then stay; ``RssAnon`` is the private memory a leak
+    would grow.
+    """
+    fields = {"VmRSS:": "rss", "RssAnon:": "anon"}
+    found: dict[str, int] = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+            key = line.split(maxsplit=1)[0] if line else ""
+            if key in fields:
+                found[fields[key]] = int(line.split()[1]) * 1024
     except OSError:
-        return None
-    return None
+        return {}
+    return found
 
 
 def _role(pid: int, root: int) -> str:
@@ -158,10 +170,9 @@ def soak(name: str, minutes: float, interval_s: float, extra: list[str]) -> dict
                 series["env_steps"].append(metrics.get(ENV_STEPS_KEY, float("nan")))
                 series["lag"].append(metrics.get(POLICY_LAG_KEY, float("nan")))
                 for pid in _process_tree(proc.pid):
-                    rss = _rss_bytes(pid)
-                    if rss is not None:
-                        key = f"rss {_role(pid, proc.pid)}"
-                        series.setdefault(key, []).append((now, rss))
+                    for kind, value in _memory_bytes(pid).items():
+                        key = f"{kind} {_role(pid, proc.pid)}"
+                        series.setdefault(key, []).append((now, value))
         finally:
             if proc.poll() is None:
                 proc.terminate()
@@ -184,7 +195,7 @@ def _during_training(series: dict[str, list]) -> dict[str, list]:
         {
             k: [(t, v) for t, v in vs if t <= end_t]
             for k, vs in series.items()
-            if k.startswith("rss ")
+            if k.startswith(_MEMORY_PREFIXES)
         }
     )
     kept.update({k: v for k, v in series.items() if k not in kept})
@@ -216,7 +227,7 @@ def _report(name: str, series: dict[str, list], warmup_fraction: float) -> None:
         first, last = kept[0][1] / unit, kept[-1][1] / unit
         print(f"  {label:<24}{first:>14{fmt}}{last:>14{fmt}}{slope:>16{fmt}}  {target}")
 
-    for key in sorted(k for k in series if k.startswith("rss ")):
+    for key in sorted(k for k in series if k.startswith(_MEMORY_PREFIXES)):
         ts, vs = zip(*series[key], strict=True)
         line(f"{key} MiB", list(ts), list(vs), MIB, ".1f", "0")
     line("/dev/shm MiB", times, series["shm"], MIB, ".1f", "0")
