@@ -1,13 +1,10 @@
-"""APPO items in the rollout batch contract, a small APPO and a small Trainer, for the APPO tests."""
+"""APPO items in the rollout batch contract and a small APPO, for the APPO tests."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
-from lightning.pytorch import Trainer
 from tensordict import TensorDict
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import IterableDataset
 
 from unilab_lit.algos.appo import APPO
 
@@ -69,26 +66,3 @@ class RandomBatches(IterableDataset):
                 self.poison(self.served, batch)
             self.served += 1
             yield batch
-
-
-def small_trainer(tmp_path: Path, max_steps: int, **kwargs) -> Trainer:
-    return Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=kwargs.pop("logger", False),
-        enable_checkpointing=kwargs.pop("enable_checkpointing", False),
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        log_every_n_steps=1,
-        default_root_dir=tmp_path,
-        **kwargs,
-    )
-
-
-def _as_is(item: TensorDict) -> TensorDict:
-    return item
-
-
-def loader(dataset: IterableDataset) -> DataLoader:
-    # torch's default_convert cannot pass a 0-d TensorDict through (it tries to iterate it).
-    return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)

@@ -18,13 +18,12 @@ from appo_batches import (
     M,
     RandomBatches,
     T,
-    loader,
     small_appo,
-    small_trainer,
 )
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
+from offpolicy_batches import loader, make_trainer
 from tensordict import TensorDict
 from torch.utils.data import IterableDataset
 
@@ -145,7 +144,7 @@ def test_trainer_counts_iterations_adapts_lr_updates_normalizers_and_skips_nonfi
     dataset = RandomBatches(poison=_nan_reward_at_2)
     steps = 6
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2, save_top_k=-1)
-    trainer = small_trainer(
+    trainer = make_trainer(
         tmp_path,
         steps,
         logger=CSVLogger(tmp_path, name="csv"),
@@ -201,7 +200,7 @@ def test_trainer_raises_after_max_nonfinite_steps_in_a_row(tmp_path):
     model = small_appo(max_nonfinite_steps=3)
     dataset = RandomBatches(poison=_nan_final_obs)
     with pytest.raises(RuntimeError, match="3 non-finite updates in a row"):
-        small_trainer(tmp_path, 10).fit(model, train_dataloaders=loader(dataset))
+        make_trainer(tmp_path, 10).fit(model, train_dataloaders=loader(dataset))
     assert dataset.served == 3
 
 
@@ -214,7 +213,7 @@ def test_target_actor_follows_actor_with_tau_every_target_update_freq(tmp_path):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             snapshots.append([p.clone() for p in pl_module.target_actor.parameters()])
 
-    small_trainer(tmp_path, 2, callbacks=[Snapshot()]).fit(
+    make_trainer(tmp_path, 2, callbacks=[Snapshot()]).fit(
         model, train_dataloaders=loader(RandomBatches())
     )
     # Unchanged after iteration 1, moved halfway to the actor after iteration 2.
@@ -228,7 +227,7 @@ def test_resume_restores_lr_normalizers_target_actor_and_skip_count(tmp_path):
     torch.manual_seed(0)
     model = small_appo()
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
-    small_trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
+    make_trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
         model, train_dataloaders=loader(RandomBatches(poison=_nan_reward_at_2))
     )
     saved_lr = model.optimizers().optimizer.param_groups[0]["lr"]
@@ -243,7 +242,7 @@ def test_resume_restores_lr_normalizers_target_actor_and_skip_count(tmp_path):
 
     torch.manual_seed(1)
     resumed = small_appo()
-    small_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
+    make_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
         resumed,
         train_dataloaders=loader(RandomBatches()),
         ckpt_path=tmp_path / "ckpt" / "last.ckpt",
@@ -299,7 +298,7 @@ def test_trainer_improves_return_on_a_one_step_bandit(tmp_path):
         optimizer=partial(torch.optim.Adam, lr=3e-3), entropy_coef=0.0, num_learning_epochs=4
     )
     dataset = BanditRollouts(model)
-    small_trainer(tmp_path, 40).fit(model, train_dataloaders=loader(dataset))
+    make_trainer(tmp_path, 40).fit(model, train_dataloaders=loader(dataset))
     # A random N(0, 1) policy scores -2 per action dimension; the optimum is 0.
     assert dataset.mean_rewards[0] < -3.0
     assert sum(dataset.mean_rewards[-5:]) / 5 > -1.0
@@ -314,7 +313,7 @@ def test_fit_start_rejects_fp16_mixed_precision():
 
 def test_trainer_trains_under_bf16_mixed_precision(tmp_path):
     model = small_appo()
-    trainer = small_trainer(tmp_path, 2, precision="bf16-mixed")
+    trainer = make_trainer(tmp_path, 2, precision="bf16-mixed")
     trainer.fit(model, train_dataloaders=loader(RandomBatches()))
     assert trainer.global_step == 2
     assert int(model.nonfinite_skips) == 0

@@ -9,10 +9,11 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from appo_batches import N_ENVS, RandomBatches, loader, small_appo, small_trainer
+from appo_batches import N_ENVS, RandomBatches, small_appo
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
+from offpolicy_batches import loader, make_trainer
 
 from unilab_lit import metrics
 from unilab_lit.algos import appo as appo_module
@@ -46,7 +47,7 @@ def test_value_statistics_are_those_of_the_fresh_vtrace_targets_and_the_loss_is_
     monkeypatch.setattr(appo_module, "vtrace", recording_vtrace)
     torch.manual_seed(0)
     model = small_appo(value_normalization=mode, schedule="fixed")
-    trainer = small_trainer(tmp_path, 4, logger=CSVLogger(tmp_path, name="csv"))
+    trainer = make_trainer(tmp_path, 4, logger=CSVLogger(tmp_path, name="csv"))
     trainer.fit(model, train_dataloaders=loader(RandomBatches(poison=_scaled_rewards)))
     with open(Path(trainer.logger.log_dir) / "metrics.csv") as f:
         value_losses = [float(row[metrics.LOSS_VALUE]) for row in csv.DictReader(f)]
@@ -69,7 +70,7 @@ def test_value_statistics_survive_a_checkpoint_and_a_resume(tmp_path):
     torch.manual_seed(0)
     model = small_appo(value_normalization="popart")
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
-    small_trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
+    make_trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
         model, train_dataloaders=loader(RandomBatches(poison=_scaled_rewards))
     )
     saved = {k: v.clone() for k, v in model.value_normalizer.state_dict().items()}
@@ -84,7 +85,7 @@ def test_value_statistics_survive_a_checkpoint_and_a_resume(tmp_path):
             seen.update({k: v.clone() for k, v in pl_module.value_normalizer.state_dict().items()})
 
     resumed = small_appo(value_normalization="popart")
-    small_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
+    make_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
         resumed, train_dataloaders=loader(RandomBatches()), ckpt_path=last
     )
     for key, value in saved.items():
@@ -121,7 +122,7 @@ def test_linear_schedule_decays_to_min_lr_and_a_resume_continues_the_uninterrupt
     torch.manual_seed(0)
     whole = _RecordRates()
     model = _linear_appo()
-    small_trainer(tmp_path / "whole", steps, callbacks=[whole]).fit(
+    make_trainer(tmp_path / "whole", steps, callbacks=[whole]).fit(
         model, train_dataloaders=loader(RandomBatches())
     )
     expected = [LR + (MIN_LR - LR) * k / steps for k in range(steps)]
@@ -133,12 +134,12 @@ def test_linear_schedule_decays_to_min_lr_and_a_resume_continues_the_uninterrupt
     # The same run stopped after 3 iterations, then resumed from its checkpoint.
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_last=True)
     first = _RecordRates(stop_at=3)
-    small_trainer(
-        tmp_path / "first", steps, enable_checkpointing=True, callbacks=[ckpt, first]
-    ).fit(_linear_appo(), train_dataloaders=loader(RandomBatches()))
+    make_trainer(tmp_path / "first", steps, enable_checkpointing=True, callbacks=[ckpt, first]).fit(
+        _linear_appo(), train_dataloaders=loader(RandomBatches())
+    )
     assert list(first.rates) == [0, 1, 2]
     second = _RecordRates()
-    small_trainer(tmp_path / "second", steps, callbacks=[second]).fit(
+    make_trainer(tmp_path / "second", steps, callbacks=[second]).fit(
         _linear_appo(),
         train_dataloaders=loader(RandomBatches()),
         ckpt_path=tmp_path / "ckpt" / "last.ckpt",
@@ -148,7 +149,7 @@ def test_linear_schedule_decays_to_min_lr_and_a_resume_continues_the_uninterrupt
 
 
 def test_linear_schedule_without_max_steps_fails_naming_the_key(tmp_path):
-    trainer = small_trainer(tmp_path, -1, max_epochs=1)
+    trainer = make_trainer(tmp_path, -1, max_epochs=1)
     with pytest.raises(ValueError, match=r"^trainer.max_steps must be set .*got -1$"):
         trainer.fit(_linear_appo(), train_dataloaders=loader(RandomBatches()))
 
@@ -156,7 +157,7 @@ def test_linear_schedule_without_max_steps_fails_naming_the_key(tmp_path):
 def test_linear_schedule_below_min_learning_rate_fails_naming_the_lr(tmp_path):
     model = small_appo(schedule="linear", min_learning_rate=1e-2)
     with pytest.raises(ValueError, match=r"^the optimizer's lr must be >= min_learning_rate"):
-        small_trainer(tmp_path, 2).fit(model, train_dataloaders=loader(RandomBatches()))
+        make_trainer(tmp_path, 2).fit(model, train_dataloaders=loader(RandomBatches()))
 
 
 # ------------------------------------------- observation clipping, real collector, export
@@ -197,7 +198,7 @@ def test_learner_collector_and_export_act_alike_on_observations_far_outside_the_
     model.obs_normalizer.update(
         torch.randn(4096, size, generator=torch.Generator().manual_seed(0)) * 0.01
     )
-    small_trainer(tmp_path, 1).fit(model, datamodule=data)
+    make_trainer(tmp_path, 1).fit(model, datamodule=data)
 
     batch = model.first_batch
     learner = _cartpole(APPO, obs_clip=obs_clip)[0]
@@ -240,7 +241,7 @@ def test_fit_with_popart_linear_schedule_and_obs_clip_trains_on_the_real_collect
         schedule="linear",
         min_learning_rate=MIN_LR,
     )
-    trainer = small_trainer(tmp_path, 4)
+    trainer = make_trainer(tmp_path, 4)
     trainer.fit(model, datamodule=data)
     assert trainer.global_step == 4
     assert int(model.nonfinite_skips) == 0

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import torch
 from lightning.pytorch.cli import OptimizerCallable
+from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from tensordict import TensorDict
 from torch import nn
 
@@ -86,10 +87,9 @@ class APPO(RLAlgorithm):
         vtrace_lambda: λ of λ-V-trace (rlax), in [0, 1]; 1 is the paper's V-trace.
         clip_param: PPO clip ε for the surrogate ratio and the value change, in (0, 1).
         value_loss_coef: Weight of the value loss (>= 0).
-        value_normalization: ``"none"``, ``"running"`` (Sample Factory's ``normalize_returns``)
-            or ``"popart"`` (output-preserving): see
-            :class:`~unilab_lit.nn.value_normalization.ValueNormalizer`. V-trace runs on
-            de-normalised values; the value loss, clipped or not, in normalised units.
+        value_normalization: ``"none"``, ``"running"`` (Sample Factory's ``normalize_returns``) or
+            ``"popart"`` (output-preserving); see :class:`~unilab_lit.nn.value_normalization.ValueNormalizer`.
+            V-trace runs on de-normalised values, the value loss (clipped or not) in normalised units.
         use_clipped_value_loss: Clip the value change around the pre-update values.
         entropy_coef: Weight of the entropy bonus (>= 0).
         num_learning_epochs: Passes over each item per iteration (>= 1).
@@ -223,7 +223,7 @@ class APPO(RLAlgorithm):
         return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # ------------------------------------------------------------------------- Lightning
-    def configure_optimizers(self) -> Any:
+    def configure_optimizers(self) -> OptimizerLRScheduler:
         optimizer = self._optimizer_callable([*self.actor.parameters(), *self.critic.parameters()])
         scheduler = self._lr_schedule.scheduler(optimizer, self.trainer.max_steps)
         # Manual optimization: training_step steps the scheduler once per iteration itself.
@@ -360,9 +360,9 @@ class APPO(RLAlgorithm):
     def _normalize_values(self, data: dict[str, torch.Tensor], fresh: torch.Tensor) -> None:
         """Fresh columns' targets into the value statistics; values and targets into critic units."""
         targets = data["returns"]
-        fresh_targets = targets.view(-1, fresh.numel())[:, fresh]
-        head = self.critic.model.mlp[-1]
-        data["values"] = self.value_normalizer.update(fresh_targets, head, data["values"])
+        fresh_targets = targets.view(-1, fresh.numel())[:, fresh]  # [T, fresh columns]
+        output_layer = self.critic.model.mlp[-1]
+        data["values"] = self.value_normalizer.update(fresh_targets, output_layer, data["values"])
         data["returns"] = self.value_normalizer.normalize(targets)
 
     def _minibatch_loss(

@@ -99,7 +99,9 @@ class LearningRateSchedule:
       ``max_steps`` iterations, then constant (as rsl_rl's and SB3's linear schedules). It is the
       ``LinearLR`` of :meth:`scheduler`, which the learner returns from
       ``configure_optimizers`` (so Lightning checkpoints and restores its state, and a resumed
-      run continues the decay where it stopped) and steps once per iteration.
+      run continues the decay where it stopped; the checkpoint's horizon too, so a resume with
+      a larger ``max_steps`` stays at ``min_learning_rate`` past the old one) and steps once
+      per iteration.
 
     Args:
         schedule: One of :data:`SCHEDULES`.

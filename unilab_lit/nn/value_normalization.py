@@ -37,6 +37,7 @@ class ValueNormalizer(nn.Module):
       de-normalised value of every input is unchanged by it. Returns grow by orders of magnitude
       as a locomotion policy improves; PopArt keeps the value estimates (and so the advantages)
       continuous across those moves, which is why it is offered next to the plain normaliser.
+      The optimizer's moment estimates of that layer are left as they are.
     - ``"none"``: no statistics and no buffers (a ``state_dict`` without keys, so checkpoints of
       learners without value normalisation are unchanged); every method is the identity.
 
