@@ -40,6 +40,14 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT_PREFIX = "RESULT "
 WINDOW = 100  # finished episodes in the running mean, as rsl_rl's logger and EpisodeStatsMonitor
 SIDES = ("ours", "rsl_rl")
+# APPO options and the values rsl_rl's PPO mirrors (the first is APPO's default). rsl_rl has no
+# value normalisation, no linear schedule and no observation clip; a clip at the default 10
+# standard deviations is as good as none.
+MIRRORED = {
+    "value_normalization": ("none",),
+    "schedule": ("adaptive", "fixed"),
+    "obs_clip": (10.0, None),
+}
 
 
 def _cli(config: str, log_dir: str, seed: int):
@@ -99,6 +107,22 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     cli.trainer.callbacks.append(stop)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return stop.result
+
+
+def _unmirrored_option(config: str) -> str | None:
+    """The first APPO option of ``config`` that rsl_rl cannot mirror, as one line; else None."""
+    import yaml
+
+    with open(config) as f:
+        init_args = (yaml.safe_load(f).get("model") or {}).get("init_args") or {}
+    for key, mirrored in MIRRORED.items():
+        value = init_args.get(key, mirrored[0])
+        if value not in mirrored:
+            return (
+                f"{config}: model.init_args.{key}={value!r} has no rsl_rl counterpart; "
+                f"it mirrors {list(mirrored)}"
+            )
+    return None
 
 
 def _rsl_rl_train_cfg(model_hparams, num_steps: int, staging_capacity: int) -> dict:
@@ -336,6 +360,8 @@ def main() -> None:
         args.seed = args.seeds[0]
         _child(args)
         return
+    if (unmirrored := _unmirrored_option(args.config)) is not None:
+        parser.error(unmirrored)
 
     print(
         f"config {args.config}; threshold: mean return of the last {WINDOW} episodes >= "

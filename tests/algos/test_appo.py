@@ -9,11 +9,23 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from lightning.pytorch import Callback, Trainer
+from appo_batches import (
+    DC,
+    DP,
+    LAG,
+    N_ENVS,
+    A,
+    M,
+    RandomBatches,
+    T,
+    small_appo,
+)
+from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
+from offpolicy_batches import loader, make_trainer
 from tensordict import TensorDict
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import IterableDataset
 
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
@@ -23,11 +35,6 @@ from unilab_lit.algos.ppo_losses import (
     gaussian_kl,
     impact_surrogate_loss,
 )
-
-T, N_ENVS, ROLLOUTS = 4, 6, 2
-M = N_ENVS * ROLLOUTS
-DP, DC, A = 3, 5, 2
-LAG = 2
 
 
 # ---------------------------------------------------------------- hand-computed loss terms
@@ -84,20 +91,6 @@ def test_adaptive_learning_rate_stays_within_bounds():
 
 
 # ------------------------------------------------------------------------ construction
-def _model(**kwargs) -> APPO:
-    args = {
-        "policy_obs_size": DP,
-        "critic_obs_size": DC,
-        "action_size": A,
-        "actor_hidden_dims": [16],
-        "critic_hidden_dims": [16],
-        "num_learning_epochs": 2,
-        "num_mini_batches": 2,
-    }
-    args.update(kwargs)
-    return APPO(**args)
-
-
 @pytest.mark.parametrize(
     ("name", "value"),
     [
@@ -113,6 +106,8 @@ def _model(**kwargs) -> APPO:
         ("num_learning_epochs", 0),
         ("num_mini_batches", 0),
         ("schedule", "cosine"),
+        ("value_normalization", "pop-art"),
+        ("obs_clip", 0.0),
         ("desired_kl", 0.0),
         ("kl_tolerance_factor", 1.0),
         ("lr_factor", 0.9),
@@ -125,11 +120,11 @@ def _model(**kwargs) -> APPO:
 )
 def test_constructor_rejects_out_of_range_argument_naming_it(name, value):
     with pytest.raises(ValueError, match=rf"^{name} must be .*got {re.escape(repr(value))}$"):
-        _model(**{name: value})
+        small_appo(**{name: value})
 
 
 def test_collector_policy_spec_rebuilds_the_published_actor():
-    model = _model()
+    model = small_appo()
     built = model.collector_policy_spec().build()
     built.load_state_dict(model.collector_policy().state_dict())
     obs = torch.randn(4, DP)
@@ -138,69 +133,6 @@ def test_collector_policy_spec_rebuilds_the_published_actor():
 
 
 # ------------------------------------------------------------------------ real Trainer
-def _random_batch(g: torch.Generator, iteration: int) -> TensorDict:
-    done = torch.rand(T, M, generator=g) < 0.15
-    truncated = done & (torch.rand(T, M, generator=g) < 0.5)
-    fresh = torch.zeros(M, dtype=torch.bool)
-    fresh[:N_ENVS] = True  # the newest rollout; the older one was seen last iteration
-    return TensorDict(
-        {
-            "obs": torch.randn(T, M, DP, generator=g) * 3.0 + 5.0,
-            "critic_obs": torch.randn(T, M, DC, generator=g) * 2.0 - 1.0,
-            "actions": torch.randn(T, M, A, generator=g),
-            "log_prob": -torch.rand(T, M, generator=g) * 3.0,
-            "reward": torch.randn(T, M, generator=g),
-            "done": done,
-            "truncated": truncated,
-            "final_critic_obs": torch.randn(T, M, DC, generator=g),
-            "last_critic_obs": torch.randn(M, DC, generator=g),
-            "fresh": fresh,
-            "policy_version": torch.full((M,), iteration - LAG, dtype=torch.int64),
-        },
-        batch_size=[],
-    )
-
-
-class RandomBatches(IterableDataset):
-    """Contract-format items; ``poison(i, batch)`` may corrupt item ``i``."""
-
-    def __init__(self, poison=None) -> None:
-        self.poison = poison
-        self.served = 0
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(0)
-        while True:
-            batch = _random_batch(g, self.served)
-            if self.poison is not None:
-                self.poison(self.served, batch)
-            self.served += 1
-            yield batch
-
-
-def _trainer(tmp_path: Path, max_steps: int, **kwargs) -> Trainer:
-    return Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=kwargs.pop("logger", False),
-        enable_checkpointing=kwargs.pop("enable_checkpointing", False),
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        log_every_n_steps=1,
-        default_root_dir=tmp_path,
-        **kwargs,
-    )
-
-
-def _as_is(item: TensorDict) -> TensorDict:
-    return item
-
-
-def _loader(dataset: IterableDataset) -> DataLoader:
-    # torch's default_convert cannot pass a 0-d TensorDict through (it tries to iterate it).
-    return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
-
-
 def _nan_reward_at_2(i: int, batch: TensorDict) -> None:
     if i == 2:
         batch["reward"][0, 0] = math.nan
@@ -208,18 +140,18 @@ def _nan_reward_at_2(i: int, batch: TensorDict) -> None:
 
 def test_trainer_counts_iterations_adapts_lr_updates_normalizers_and_skips_nonfinite(tmp_path):
     torch.manual_seed(0)
-    model = _model()
+    model = small_appo()
     dataset = RandomBatches(poison=_nan_reward_at_2)
     steps = 6
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2, save_top_k=-1)
-    trainer = _trainer(
+    trainer = make_trainer(
         tmp_path,
         steps,
         logger=CSVLogger(tmp_path, name="csv"),
         enable_checkpointing=True,
         callbacks=[ckpt],
     )
-    trainer.fit(model, train_dataloaders=_loader(dataset))
+    trainer.fit(model, train_dataloaders=loader(dataset))
 
     # One global_step per dataset item, and no item fetched ahead of its update.
     assert trainer.global_step == steps
@@ -265,15 +197,15 @@ def _nan_final_obs(i: int, batch: TensorDict) -> None:
 
 
 def test_trainer_raises_after_max_nonfinite_steps_in_a_row(tmp_path):
-    model = _model(max_nonfinite_steps=3)
+    model = small_appo(max_nonfinite_steps=3)
     dataset = RandomBatches(poison=_nan_final_obs)
     with pytest.raises(RuntimeError, match="3 non-finite updates in a row"):
-        _trainer(tmp_path, 10).fit(model, train_dataloaders=_loader(dataset))
+        make_trainer(tmp_path, 10).fit(model, train_dataloaders=loader(dataset))
     assert dataset.served == 3
 
 
 def test_target_actor_follows_actor_with_tau_every_target_update_freq(tmp_path):
-    model = _model(target_update_freq=2, tau=0.5, schedule="fixed")
+    model = small_appo(target_update_freq=2, tau=0.5, schedule="fixed")
     before = [p.clone() for p in model.target_actor.parameters()]
     snapshots = []
 
@@ -281,8 +213,8 @@ def test_target_actor_follows_actor_with_tau_every_target_update_freq(tmp_path):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             snapshots.append([p.clone() for p in pl_module.target_actor.parameters()])
 
-    _trainer(tmp_path, 2, callbacks=[Snapshot()]).fit(
-        model, train_dataloaders=_loader(RandomBatches())
+    make_trainer(tmp_path, 2, callbacks=[Snapshot()]).fit(
+        model, train_dataloaders=loader(RandomBatches())
     )
     # Unchanged after iteration 1, moved halfway to the actor after iteration 2.
     for b, s in zip(before, snapshots[0], strict=True):
@@ -293,10 +225,10 @@ def test_target_actor_follows_actor_with_tau_every_target_update_freq(tmp_path):
 
 def test_resume_restores_lr_normalizers_target_actor_and_skip_count(tmp_path):
     torch.manual_seed(0)
-    model = _model()
+    model = small_appo()
     ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
-    _trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
-        model, train_dataloaders=_loader(RandomBatches(poison=_nan_reward_at_2))
+    make_trainer(tmp_path, 3, enable_checkpointing=True, callbacks=[ckpt]).fit(
+        model, train_dataloaders=loader(RandomBatches(poison=_nan_reward_at_2))
     )
     saved_lr = model.optimizers().optimizer.param_groups[0]["lr"]
     saved = {k: v.clone() for k, v in model.state_dict().items()}
@@ -309,10 +241,10 @@ def test_resume_restores_lr_normalizers_target_actor_and_skip_count(tmp_path):
             seen["step"] = trainer.global_step
 
     torch.manual_seed(1)
-    resumed = _model()
-    _trainer(tmp_path, 4, callbacks=[Capture()]).fit(
+    resumed = small_appo()
+    make_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
         resumed,
-        train_dataloaders=_loader(RandomBatches()),
+        train_dataloaders=loader(RandomBatches()),
         ckpt_path=tmp_path / "ckpt" / "last.ckpt",
     )
     assert seen["step"] == 3
@@ -362,26 +294,26 @@ class BanditRollouts(IterableDataset):
 
 def test_trainer_improves_return_on_a_one_step_bandit(tmp_path):
     torch.manual_seed(0)
-    model = _model(
+    model = small_appo(
         optimizer=partial(torch.optim.Adam, lr=3e-3), entropy_coef=0.0, num_learning_epochs=4
     )
     dataset = BanditRollouts(model)
-    _trainer(tmp_path, 40).fit(model, train_dataloaders=_loader(dataset))
+    make_trainer(tmp_path, 40).fit(model, train_dataloaders=loader(dataset))
     # A random N(0, 1) policy scores -2 per action dimension; the optimum is 0.
     assert dataset.mean_rewards[0] < -3.0
     assert sum(dataset.mean_rewards[-5:]) / 5 > -1.0
 
 
 def test_fit_start_rejects_fp16_mixed_precision():
-    model = _model()
+    model = small_appo()
     model.trainer = SimpleNamespace(precision="16-mixed")
     with pytest.raises(ValueError, match="16-mixed"):
         model.on_fit_start()
 
 
 def test_trainer_trains_under_bf16_mixed_precision(tmp_path):
-    model = _model()
-    trainer = _trainer(tmp_path, 2, precision="bf16-mixed")
-    trainer.fit(model, train_dataloaders=_loader(RandomBatches()))
+    model = small_appo()
+    trainer = make_trainer(tmp_path, 2, precision="bf16-mixed")
+    trainer.fit(model, train_dataloaders=loader(RandomBatches()))
     assert trainer.global_step == 2
     assert int(model.nonfinite_skips) == 0

@@ -29,13 +29,21 @@ from callbacks import EpisodeStatsMonitor, InterruptGuard, ObsNormSync, RLCheckp
 from tests.test_resume import _build as build_appo  # noqa: E402
 from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
 from unilab_lit import metrics  # noqa: E402
+from unilab_lit.algos.appo import APPO  # noqa: E402
 from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
 
 
 def build(algo: str):
-    """APPO and FastTD3 as the single-process resume tests build them; FastSAC on FastTD3's data."""
+    """APPO and FastTD3 as the single-process resume tests build them; FastSAC on FastTD3's data.
+
+    ``appo_options`` is that APPO with PopArt, a linear learning rate and a tight observation clip.
+    """
     if algo == "appo":
         return build_appo()
+    if algo == "appo_options":
+        model, data = build_appo()
+        options = {"value_normalization": "popart", "schedule": "linear", "obs_clip": 2.0}
+        return APPO(**{**model.hparams, **options}), data
     td3, data = build_fast_td3()
     if algo == "fast_td3":
         return td3, data
@@ -93,7 +101,7 @@ class Recorder(Callback):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("algo", choices=("appo", "fast_sac", "fast_td3"))
+    parser.add_argument("algo", choices=("appo", "appo_options", "fast_sac", "fast_td3"))
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--devices", type=int, default=2)

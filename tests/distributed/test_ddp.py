@@ -93,6 +93,18 @@ def test_logged_env_steps_equals_sum_over_ranks(appo_ranks):
     assert rank0["logged_env_steps"] == rank0["env_steps"] + rank1["env_steps"]
 
 
+def test_appo_options_keep_ranks_identical_with_value_statistics_of_every_rank(tmp_path: Path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    rank0, rank1 = _fit("appo_options", tmp_path, env, "--steps", str(N))
+    assert _identical(rank0["state"], rank1["state"])
+    assert _identical(rank0["optimizers"], rank1["optimizers"])
+    state = rank0["state"]
+    # Every rank's fresh targets, once each: as many as the observations the normaliser took.
+    assert float(state["value_normalizer.stats.count"]) == float(state["obs_normalizer.count"]) > 0
+    # The linear rate reached min_learning_rate (1e-5, APPO's default) at max_steps on both.
+    assert rank0["optimizers"][0]["param_groups"][0]["lr"] == pytest.approx(1e-5)
+
+
 def test_fast_sac_ranks_hold_identical_parameters_and_optimizer_states_after_iterations(
     tmp_path: Path,
 ):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import torch
 from lightning.pytorch.cli import OptimizerCallable
+from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from tensordict import TensorDict
 from torch import nn
 
@@ -15,7 +15,8 @@ from unilab_lit import distributed, metrics
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.functional import all_finite, mean_terms, polyak_update
 from unilab_lit.algos.ppo_losses import (
-    adaptive_learning_rate,
+    LearningRateSchedule,
+    Schedule,
     clipped_value_loss,
     gaussian_kl,
     impact_surrogate_loss,
@@ -28,9 +29,13 @@ from unilab_lit.nn.policies import (
     NormalizedPolicy,
     PolicySpec,
 )
+from unilab_lit.nn.value_normalization import (
+    VALUE_NORMALIZATIONS,
+    ValueNormalization,
+    ValueNormalizer,
+)
 from unilab_lit.validation import check_arg
 
-_SCHEDULES = ("adaptive", "fixed")
 _UPDATES = "updates"
 _INPUT_KEYS = ("obs", "critic_obs", "actions", "log_prob", "reward", "last_critic_obs")
 
@@ -54,10 +59,10 @@ class APPO(RLAlgorithm):
     ``policy_version [M]`` (``global_step`` of the weights that generated each column). Per item:
     the normalisers take the fresh columns, the critic gives values and bootstraps, the target
     actor gives ``log π_target``, V-trace gives value targets and advantages (normalised over
-    the item), then ``num_learning_epochs × num_mini_batches`` optimizer steps on the clipped
-    IMPACT surrogate + clipped value loss − entropy bonus, with global grad-norm clipping and
-    (``schedule="adaptive"``) a learning rate adapted to ``KL(target ‖ current)`` before each
-    step. The target actor then moves toward the actor every ``target_update_freq`` iterations.
+    the item; the value normaliser takes the fresh targets), then ``num_learning_epochs ×
+    num_mini_batches`` optimizer steps on the clipped IMPACT surrogate + clipped value loss −
+    entropy bonus, with global grad-norm clipping and the learning rate of ``schedule``. The
+    target actor then moves toward the actor every ``target_update_freq`` iterations.
     The last minibatch step is the one per iteration Lightning counts (see ``RLAlgorithm``).
 
     ``training_step`` takes the ``dataloader_iter`` so Lightning does not fetch the next item
@@ -82,22 +87,28 @@ class APPO(RLAlgorithm):
         vtrace_lambda: λ of λ-V-trace (rlax), in [0, 1]; 1 is the paper's V-trace.
         clip_param: PPO clip ε for the surrogate ratio and the value change, in (0, 1).
         value_loss_coef: Weight of the value loss (>= 0).
+        value_normalization: ``"none"``, ``"running"`` (Sample Factory's ``normalize_returns``) or
+            ``"popart"`` (output-preserving); see :class:`~unilab_lit.nn.value_normalization.ValueNormalizer`.
+            V-trace runs on de-normalised values, the value loss (clipped or not) in normalised units.
         use_clipped_value_loss: Clip the value change around the pre-update values.
         entropy_coef: Weight of the entropy bonus (>= 0).
         num_learning_epochs: Passes over each item per iteration (>= 1).
         num_mini_batches: Minibatches per pass (>= 1); the remainder of ``T·M`` is dropped.
-        schedule: ``"adaptive"`` (KL-driven learning rate) or ``"fixed"``.
+        schedule: ``"adaptive"`` (KL-driven), ``"fixed"`` or ``"linear"`` (to ``min_learning_rate``
+            at ``trainer.max_steps``): see :class:`~unilab_lit.algos.ppo_losses.LearningRateSchedule`.
         desired_kl: Target ``KL(target ‖ current)`` per minibatch for the adaptive schedule (> 0).
         kl_tolerance_factor: The rate falls when KL > desired·factor and rises when
             0 < KL < desired/factor (> 1).
         lr_factor: Multiplicative learning-rate change per adaptive step (> 1).
-        min_learning_rate: Lower bound of the adaptive learning rate (> 0).
+        min_learning_rate: Lower bound of the adaptive rate; final rate of the linear one (> 0).
         max_learning_rate: Upper bound of the adaptive learning rate (>= min_learning_rate); the
             optimizer's initial ``lr`` must lie within the bounds under the adaptive schedule.
         max_grad_norm: Global gradient-norm clip over actor and critic (> 0).
         target_update_freq: Iterations between target-actor updates (>= 1).
         tau: Target update ``target ← τ·actor + (1 − τ)·target``, in (0, 1]; 1 is a hard copy.
         max_nonfinite_steps: Consecutive skipped non-finite updates that stop training (>= 1).
+        obs_clip: Bound of the normalised observations (> 0; Sample Factory 5, legged_gym 100) or
+            ``None``; the normalisers carry it to the loss, collector, evaluation and export.
         optimizer: Optimizer of actor and critic together (``class_path`` in YAML); its ``lr``
             is the initial learning rate.
 
@@ -121,11 +132,12 @@ class APPO(RLAlgorithm):
         vtrace_lambda: float = 1.0,
         clip_param: float = 0.2,
         value_loss_coef: float = 1.0,
+        value_normalization: ValueNormalization = "none",
         use_clipped_value_loss: bool = True,
         entropy_coef: float = 0.01,
         num_learning_epochs: int = 5,
         num_mini_batches: int = 4,
-        schedule: Literal["adaptive", "fixed"] = "adaptive",
+        schedule: Schedule = "adaptive",
         desired_kl: float = 0.01,
         kl_tolerance_factor: float = 1.2,
         lr_factor: float = 1.1,
@@ -135,6 +147,7 @@ class APPO(RLAlgorithm):
         target_update_freq: int = 1,
         tau: float = 1.0,
         max_nonfinite_steps: int = 10,
+        obs_clip: float | None = 10.0,
         optimizer: OptimizerCallable = torch.optim.Adam,
     ) -> None:
         super().__init__(
@@ -144,6 +157,7 @@ class APPO(RLAlgorithm):
             max_nonfinite_steps,
             "Check the environment's rewards and observations for NaN/inf, or lower the "
             "optimizer's lr / max_learning_rate.",
+            obs_clip,
         )
         for name, dims in (
             ("actor_hidden_dims", actor_hidden_dims),
@@ -160,16 +174,19 @@ class APPO(RLAlgorithm):
         check_arg(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
         check_arg(num_learning_epochs >= 1, "num_learning_epochs", num_learning_epochs, ">= 1")
         check_arg(num_mini_batches >= 1, "num_mini_batches", num_mini_batches, ">= 1")
-        check_arg(schedule in _SCHEDULES, "schedule", schedule, f"one of {list(_SCHEDULES)}")
-        check_arg(desired_kl > 0.0, "desired_kl", desired_kl, "> 0")
-        check_arg(kl_tolerance_factor > 1.0, "kl_tolerance_factor", kl_tolerance_factor, "> 1")
-        check_arg(lr_factor > 1.0, "lr_factor", lr_factor, "> 1")
-        check_arg(min_learning_rate > 0.0, "min_learning_rate", min_learning_rate, "> 0")
         check_arg(
-            max_learning_rate >= min_learning_rate,
-            "max_learning_rate",
+            value_normalization in VALUE_NORMALIZATIONS,
+            "value_normalization",
+            value_normalization,
+            f"one of {list(VALUE_NORMALIZATIONS)}",
+        )
+        self._lr_schedule = LearningRateSchedule(
+            schedule,
+            desired_kl,
+            kl_tolerance_factor,
+            lr_factor,
+            min_learning_rate,
             max_learning_rate,
-            f">= min_learning_rate ({min_learning_rate})",
         )
         check_arg(max_grad_norm > 0.0, "max_grad_norm", max_grad_norm, "> 0")
         check_arg(target_update_freq >= 1, "target_update_freq", target_update_freq, ">= 1")
@@ -187,6 +204,7 @@ class APPO(RLAlgorithm):
         }
         self.actor = GaussianActor(**self._actor_kwargs)
         self.critic = MLPCritic(critic_obs_size, list(critic_hidden_dims), activation)
+        self.value_normalizer = ValueNormalizer(value_normalization)
         self.target_actor = GaussianActor(**self._actor_kwargs)
         self.target_actor.load_state_dict(self.actor.state_dict())
         self.target_actor.requires_grad_(False)
@@ -205,20 +223,11 @@ class APPO(RLAlgorithm):
         return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # ------------------------------------------------------------------------- Lightning
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        hp = self.hparams
+    def configure_optimizers(self) -> OptimizerLRScheduler:
         optimizer = self._optimizer_callable([*self.actor.parameters(), *self.critic.parameters()])
-        lr = optimizer.param_groups[0]["lr"]
-        if hp.schedule == "adaptive":
-            check_arg(
-                hp.min_learning_rate <= lr <= hp.max_learning_rate,
-                "the optimizer's lr",
-                lr,
-                f"in [min_learning_rate, max_learning_rate] = [{hp.min_learning_rate}, "
-                f"{hp.max_learning_rate}] with schedule='adaptive'",
-            )
-        check_arg(lr > 0.0 and math.isfinite(lr), "the optimizer's lr", lr, "a finite value > 0")
-        return optimizer
+        scheduler = self._lr_schedule.scheduler(optimizer, self.trainer.max_steps)
+        # Manual optimization: training_step steps the scheduler once per iteration itself.
+        return optimizer if scheduler is None else ([optimizer], [scheduler])
 
     def training_step(self, dataloader_iter: Iterator[Any]) -> None:
         batch, _, _ = next(dataloader_iter)
@@ -236,39 +245,43 @@ class APPO(RLAlgorithm):
                 self._update_normalizers(batch["obs"][:, fresh], batch["critic_obs"][:, fresh])
             data, rho_clip_fraction = self._prepare(batch)
             logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
-            logged.update(self._optimize(data, iteration))
+            logged.update(self._optimize(data, fresh, iteration))
         else:
             self._skip_nonfinite(_UPDATES, f"iteration {iteration}: input batch")
             self._count_iteration()
         if (iteration + 1) % self.hparams.target_update_freq == 0:
             polyak_update(self.target_actor, self.actor, self.hparams.tau)
         if self._loggers_write():
-            logged[metrics.LEARNING_RATE] = self._optimizer().param_groups[0]["lr"]
+            logged[metrics.LEARNING_RATE] = self.optimizers().optimizer.param_groups[0]["lr"]
             logged[metrics.ACTION_STD] = self.actor.std().detach().mean()
             self._log_terms(logged, num_samples)
         # In the progress bar, next to the reward and env-steps/s EpisodeStatsMonitor shows.
         lag = {"sync_dist": True, "reduce_fx": "max", "on_step": True, "on_epoch": False}
         self.log(metrics.POLICY_LAG, policy_lag, prog_bar=True, batch_size=num_samples, **lag)
+        if self.hparams.schedule == "linear":
+            self.lr_schedulers().step()
 
     # ------------------------------------------------------------------------ iteration
     @torch.no_grad()
     def _prepare(self, batch: TensorDict) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Per-sample training inputs (flattened to ``[T·M, ...]``) and the ρ clip fraction.
 
-        The inputs are the normalised observations, pre-update values, target-policy terms and
-        V-trace targets / advantages.
+        The inputs are the normalised observations, pre-update values (the critic's outputs),
+        target-policy terms, V-trace targets (values) and advantages.
         """
         hp = self.hparams
         obs = self.obs_normalizer(batch["obs"])
         critic_obs = self.critic_obs_normalizer(batch["critic_obs"])
         actions = batch["actions"]
         truncated = batch["truncated"]
-        values = self.critic(critic_obs)
-        bootstrap = self.critic(self.critic_obs_normalizer(batch["last_critic_obs"]))
+        outputs = self.critic(critic_obs)
+        values = self.value_normalizer.denormalize(outputs)
+        last_critic_obs = self.critic_obs_normalizer(batch["last_critic_obs"])
+        bootstrap = self.value_normalizer.denormalize(self.critic(last_critic_obs))
         final_values = torch.zeros_like(values)
         if bool(truncated.any()):
             final_obs = self.critic_obs_normalizer(batch["final_critic_obs"][truncated])
-            final_values[truncated] = self.critic(final_obs)
+            final_values[truncated] = self.value_normalizer.denormalize(self.critic(final_obs))
         target = self.target_actor.distribution(obs)
         target_log_prob = target.log_prob(actions).sum(-1)
         log_rhos = target_log_prob - batch["log_prob"]
@@ -296,14 +309,16 @@ class APPO(RLAlgorithm):
             "target_log_prob": target_log_prob.flatten(),
             "target_mean": target.mean.flatten(0, 1),
             "target_std": target.stddev.flatten(0, 1),
-            "values": values.flatten(),
+            "values": outputs.flatten(),
             "returns": returns.vs.flatten(),
             "advantages": advantages.flatten(),
         }
         rho_clip_fraction = (log_rhos.exp() > hp.clip_rho_threshold).float().mean()
         return data, rho_clip_fraction
 
-    def _optimize(self, data: dict[str, torch.Tensor], iteration: int) -> dict[str, torch.Tensor]:
+    def _optimize(
+        self, data: dict[str, torch.Tensor], fresh: torch.Tensor, iteration: int
+    ) -> dict[str, torch.Tensor]:
         hp = self.hparams
         num_samples = data["advantages"].numel()
         finite = bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all())
@@ -311,6 +326,7 @@ class APPO(RLAlgorithm):
             self._skip_nonfinite(_UPDATES, f"iteration {iteration}: V-trace targets")
             self._count_iteration()
             return {}
+        self._normalize_values(data, fresh)
         mini_batch_size = num_samples // hp.num_mini_batches
         if mini_batch_size < 1:
             raise ValueError(
@@ -326,13 +342,7 @@ class APPO(RLAlgorithm):
             for k in range(hp.num_mini_batches):
                 idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
                 loss, terms = self._minibatch_loss({key: v[idx] for key, v in data.items()})
-                if hp.schedule == "adaptive":
-                    # Under DDP the rank-averaged loss and KL, so every rank sets the same rate.
-                    loss_value, kl_value = distributed.mean_over_ranks(
-                        torch.stack((loss.detach(), terms[metrics.APPROX_KL]))
-                    ).tolist()
-                    if math.isfinite(loss_value):
-                        self._adapt_learning_rate(kl_value)
+                self._lr_schedule.adapt(optimizer.optimizer, loss, terms[metrics.APPROX_KL])
                 grad_norm = self._step(
                     optimizer,
                     loss,
@@ -345,6 +355,15 @@ class APPO(RLAlgorithm):
                 if grad_norm is not None:
                     steps.append({**terms, metrics.GRAD_NORM: grad_norm})
         return mean_terms(steps)
+
+    @torch.no_grad()
+    def _normalize_values(self, data: dict[str, torch.Tensor], fresh: torch.Tensor) -> None:
+        """Fresh columns' targets into the value statistics; values and targets into critic units."""
+        targets = data["returns"]
+        fresh_targets = targets.view(-1, fresh.numel())[:, fresh]  # [T, fresh columns]
+        output_layer = self.critic.model.mlp[-1]
+        data["values"] = self.value_normalizer.update(fresh_targets, output_layer, data["values"])
+        data["returns"] = self.value_normalizer.normalize(targets)
 
     def _minibatch_loss(
         self, mb: dict[str, torch.Tensor]
@@ -378,21 +397,3 @@ class APPO(RLAlgorithm):
             metrics.CLIP_FRACTION: clip_fraction,
         }
         return loss, terms
-
-    def _adapt_learning_rate(self, kl: float) -> None:
-        hp = self.hparams
-        optimizer = self._optimizer()
-        lr = adaptive_learning_rate(
-            optimizer.param_groups[0]["lr"],
-            kl,
-            hp.desired_kl,
-            hp.kl_tolerance_factor,
-            hp.lr_factor,
-            hp.min_learning_rate,
-            hp.max_learning_rate,
-        )
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-
-    def _optimizer(self) -> torch.optim.Optimizer:
-        return self.optimizers().optimizer

@@ -56,6 +56,8 @@ class RLAlgorithm(DataParallelHooks, ABC):
         action_size: Width of the action vector (>= 1).
         max_nonfinite_steps: Consecutive skipped updates of one kind that stop training (>= 1).
         nonfinite_advice: What to check, appended to the error that stops training.
+        obs_clip: Bound of both normalisers' output (> 0), or ``None`` for unclipped; the
+            normaliser carries it to the collector and into ``inference_policy()``.
 
     Raises:
         ValueError: If an argument is outside its valid range (the message names it).
@@ -76,6 +78,7 @@ class RLAlgorithm(DataParallelHooks, ABC):
         action_size: int,
         max_nonfinite_steps: int,
         nonfinite_advice: str,
+        obs_clip: float | None = 10.0,
     ) -> None:
         super().__init__()
         for name, size in (
@@ -85,9 +88,10 @@ class RLAlgorithm(DataParallelHooks, ABC):
         ):
             check_arg(isinstance(size, int) and size >= 1, name, size, "an int >= 1")
         check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
+        check_arg(obs_clip is None or obs_clip > 0, "obs_clip", obs_clip, "> 0 or null")
         self.automatic_optimization = False
-        self.obs_normalizer = ObsNormalizer(policy_obs_size)
-        self.critic_obs_normalizer = ObsNormalizer(critic_obs_size)
+        self.obs_normalizer = ObsNormalizer(policy_obs_size, clip=obs_clip)
+        self.critic_obs_normalizer = ObsNormalizer(critic_obs_size, clip=obs_clip)
         # Total skipped updates; a buffer so the count survives a resume.
         self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
         self._nonfinite = NonfiniteGuard(type(self).__name__, max_nonfinite_steps, nonfinite_advice)

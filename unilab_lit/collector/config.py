@@ -46,7 +46,7 @@ class CollectorConfig:
             initial weights (tests, scripted policies).
         obs_stats: Handle of the learner's ``SharedObsStats``; ``None`` disables normalisation.
         obs_norm_eps: ``eps`` of the learner's normaliser (the collector must use the same one).
-        obs_norm_clip: ``clip`` of the learner's normaliser.
+        obs_norm_clip: ``clip`` of the learner's normaliser (``None``: unclipped).
         stall_timeout_s: The learner reports a stall after this many seconds without a heartbeat
             (> 0). Waiting for the learner counts as progress; only a stuck loop stalls.
         report_interval_s: Seconds between metrics messages (> 0).
@@ -70,7 +70,7 @@ class CollectorConfig:
     weights: SharedWeightsHandle | None = None
     obs_stats: SharedObsStatsHandle | None = None
     obs_norm_eps: float = 1e-8
-    obs_norm_clip: float = 10.0
+    obs_norm_clip: float | None = 10.0
     stall_timeout_s: float = 30.0
     report_interval_s: float = 1.0
     max_episodes_per_report: int = 256
@@ -85,7 +85,8 @@ class CollectorConfig:
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        for name in ("obs_norm_eps", "obs_norm_clip"):
-            value = getattr(self, name)
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
+        if not self.obs_norm_eps > 0:
+            raise ValueError(f"obs_norm_eps must be > 0, got {self.obs_norm_eps}")
+        # None leaves the normalised observation unbounded.
+        if self.obs_norm_clip is not None and not self.obs_norm_clip > 0:
+            raise ValueError(f"obs_norm_clip must be > 0 or None, got {self.obs_norm_clip}")

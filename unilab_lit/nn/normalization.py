@@ -42,7 +42,7 @@ def merge_moments(
 
 
 def normalize(
-    x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float, clip: float
+    x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float, clip: float | None
 ) -> torch.Tensor:
     """``clamp((x - mean) / sqrt(var + eps), -clip, clip)``; the learner and the collector both call this.
 
@@ -51,9 +51,10 @@ def normalize(
         mean: ``[size]`` running mean.
         var: ``[size]`` running variance.
         eps: added to the variance before the square root.
-        clip: bound on the normalised magnitude.
+        clip: bound on the normalised magnitude; ``None`` leaves it unbounded.
     """
-    return ((x - mean) * torch.rsqrt(var + eps)).clamp_(-clip, clip)
+    normalized = (x - mean) * torch.rsqrt(var + eps)
+    return normalized if clip is None else normalized.clamp_(-clip, clip)
 
 
 class ObsNormalizer(nn.Module):
@@ -64,7 +65,8 @@ class ObsNormalizer(nn.Module):
     Args:
         size: observation dimension, > 0.
         eps: added to the variance before the square root, > 0.
-        clip: bound on the normalised magnitude, > 0.
+        clip: bound on the normalised magnitude, > 0; ``None`` leaves it unbounded. The
+            collector and the exported policy take it from here, so every user clips alike.
 
     Raises:
         ValueError: an argument is out of range.
@@ -74,13 +76,13 @@ class ObsNormalizer(nn.Module):
     var: torch.Tensor
     count: torch.Tensor
 
-    def __init__(self, size: int, eps: float = 1e-8, clip: float = 10.0) -> None:
+    def __init__(self, size: int, eps: float = 1e-8, clip: float | None = 10.0) -> None:
         super().__init__()
         if size <= 0:
             raise ValueError(f"size must be > 0, got {size}")
         if eps <= 0:
             raise ValueError(f"eps must be > 0, got {eps}")
-        if clip <= 0:
+        if clip is not None and not clip > 0:
             raise ValueError(f"clip must be > 0, got {clip}")
         self.size = size
         self.eps = eps
