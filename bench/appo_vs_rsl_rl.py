@@ -36,18 +36,13 @@ import time
 from collections import deque
 from pathlib import Path
 
+# A sibling module of this script, standard library only at import time as well.
+from rsl_rl_mirror import rsl_rl_train_cfg, unmirrored_option
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULT_PREFIX = "RESULT "
 WINDOW = 100  # finished episodes in the running mean, as rsl_rl's logger and EpisodeStatsMonitor
 SIDES = ("ours", "rsl_rl")
-# APPO options and the values rsl_rl's PPO mirrors (the first is APPO's default). rsl_rl has no
-# value normalisation, no linear schedule and no observation clip; a clip at the default 10
-# standard deviations is as good as none.
-MIRRORED = {
-    "value_normalization": ("none",),
-    "schedule": ("adaptive", "fixed"),
-    "obs_clip": (10.0, None),
-}
 
 
 def _cli(config: str, log_dir: str, seed: int):
@@ -109,70 +104,6 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     return stop.result
 
 
-def _unmirrored_option(config: str) -> str | None:
-    """The first APPO option of ``config`` that rsl_rl cannot mirror, as one line; else None."""
-    import yaml
-
-    with open(config) as f:
-        init_args = (yaml.safe_load(f).get("model") or {}).get("init_args") or {}
-    for key, mirrored in MIRRORED.items():
-        value = init_args.get(key, mirrored[0])
-        if value not in mirrored:
-            return (
-                f"{config}: model.init_args.{key}={value!r} has no rsl_rl counterpart; "
-                f"it mirrors {list(mirrored)}"
-            )
-    return None
-
-
-def _rsl_rl_train_cfg(model_hparams, num_steps: int, staging_capacity: int) -> dict:
-    """rsl_rl's runner config with our APPO's sizes and coefficients.
-
-    rsl_rl trains on each sample for ``num_learning_epochs`` passes; ours trains on each rollout in
-    ``staging_capacity`` consecutive iterations of ``num_learning_epochs`` passes each, so rsl_rl
-    gets their product: both sides take the same gradient passes per collected sample.
-    """
-    hp = model_hparams
-    distribution = {
-        "class_name": "GaussianDistribution",
-        "init_std": hp.init_std,
-        "std_type": hp.std_type,
-    }
-    return {
-        "num_steps_per_env": num_steps,
-        "save_interval": 10**9,  # only the first and the final model, like ModelCheckpoint(last)
-        "obs_groups": {"actor": ["policy"], "critic": ["critic"]},
-        "logger": "tensorboard",
-        "algorithm": {
-            "class_name": "PPO",
-            "num_learning_epochs": hp.num_learning_epochs * staging_capacity,
-            "num_mini_batches": hp.num_mini_batches,
-            "clip_param": hp.clip_param,
-            "gamma": hp.gamma,
-            "value_loss_coef": hp.value_loss_coef,
-            "use_clipped_value_loss": hp.use_clipped_value_loss,
-            "entropy_coef": hp.entropy_coef,
-            "learning_rate": hp.optimizer["init_args"]["lr"],
-            "max_grad_norm": hp.max_grad_norm,
-            "schedule": hp.schedule,
-            "desired_kl": hp.desired_kl,
-        },
-        "actor": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(hp.actor_hidden_dims),
-            "activation": hp.activation,
-            "obs_normalization": True,
-            "distribution_cfg": distribution,
-        },
-        "critic": {
-            "class_name": "MLPModel",
-            "hidden_dims": list(hp.critic_hidden_dims),
-            "activation": hp.activation,
-            "obs_normalization": True,
-        },
-    }
-
-
 def run_rsl_rl(
     config: str,
     threshold: float,
@@ -189,7 +120,7 @@ def run_rsl_rl(
 
     cli = _cli(config, log_dir, seed)
     data = cli.datamodule
-    train_cfg = _rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity)
+    train_cfg = rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity)
     options = data.collector
     physics_threads = physics_threads or options.physics_threads
     torch.manual_seed(seed)
@@ -360,7 +291,7 @@ def main() -> None:
         args.seed = args.seeds[0]
         _child(args)
         return
-    if (unmirrored := _unmirrored_option(args.config)) is not None:
+    if (unmirrored := unmirrored_option(args.config)) is not None:
         parser.error(unmirrored)
 
     print(
