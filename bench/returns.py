@@ -104,12 +104,25 @@ def report(curve: list[tuple[float, int, float]], start: float, marks: list[floa
     print(f"env-steps/s over the run: {env_steps / (wall - start):.0f}")
 
 
-def report_marks(curve: list[tuple[float, int, float]], start: float, marks: list[float]) -> None:
-    """Print the last value logged at or before each mark (seconds since ``start``)."""
+def report_marks(
+    curve: list[tuple[float, int, float]],
+    start: float,
+    marks: list[float],
+    end: float | None = None,
+) -> None:
+    """Print the last value logged at or before each mark (seconds since ``start``).
+
+    A mark more than 30 s past ``end`` (the run's last log; default: the curve's last value) was
+    not reached. Pass the return curve's end for a sparse tag (e.g. ``Eval/*``).
+    """
+    end = curve[-1][0] if end is None else end
     for mark in marks:
         before = [(w, e, r) for w, e, r in curve if w - start <= mark]
-        if not before or curve[-1][0] - start < mark - 30.0:
-            print(f"  {mark:5.0f} s: not reached (run ended at {curve[-1][0] - start:.0f} s)")
+        if end - start < mark - 30.0:
+            print(f"  {mark:5.0f} s: not reached (run ended at {end - start:.0f} s)")
+            continue
+        if not before:
+            print(f"  {mark:5.0f} s: nothing logged yet")
             continue
         wall, env_steps, ret = before[-1]
         print(
@@ -140,10 +153,11 @@ def main() -> None:
     start = run_fit(args.config, args.seconds, log_dir, extra)
     print("load average at end:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("events:", log_dir)
-    report(read_curve(log_dir), start, args.marks)
+    curve = read_curve(log_dir)
+    report(curve, start, args.marks)
     for tag in args.tags:
         print(f"{tag} at marks:")
-        report_marks(read_curve(log_dir, tag), start, args.marks)
+        report_marks(read_curve(log_dir, tag), start, args.marks, end=curve[-1][0])
 
 
 if __name__ == "__main__":
