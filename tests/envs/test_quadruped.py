@@ -218,3 +218,20 @@ def test_tracking_errors_are_episode_means_of_command_minus_velocity_from_observ
         checked += ids.size
     assert env.spec.episode_metrics == ("tracking_error_lin_vel", "tracking_error_ang_vel")
     assert checked >= 8, "too few episodes ended to check the means"
+
+
+def test_commands_do_not_depend_on_the_actions_while_no_env_falls():
+    # What makes an evaluation's tracking error a paired comparison with the standing-still one.
+    def commands(scale: float) -> np.ndarray:
+        env = QuadrupedJoystick(num_envs=3, seed=9, max_episode_steps=10, command_resample_steps=4)
+        obs = env.reset(stagger=False)
+        rng = np.random.default_rng(0)
+        seen = [obs[POLICY][:, COMMAND]]
+        for _ in range(30):
+            actions = scale * rng.uniform(-1, 1, (3, 12)).astype(np.float32)
+            obs, _, terminated, _, _ = env.step(actions)
+            assert not terminated.any()
+            seen.append(obs[POLICY][:, COMMAND])
+        return np.stack(seen)
+
+    np.testing.assert_array_equal(commands(0.0), commands(0.3))
