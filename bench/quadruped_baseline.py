@@ -1,4 +1,4 @@
-"""The standing-still baseline of QuadrupedJoystick: the tracking errors of a policy that never moves.
+"""The standing-still baseline of QuadrupedJoystick: tracking errors of a policy that never moves.
 
 Actions are joint-target offsets from the standing pose (``home + action_scale * action``), so
 the zero action holds the default pose. This runs whole episodes of that policy through the

@@ -1,4 +1,4 @@
-"""CLI smoke tests for the QuadrupedJoystick configs: ``cli.py`` as a real subprocess, per config."""
+"""CLI smoke tests of the QuadrupedJoystick configs: ``cli.py`` as a real subprocess, per config."""
 
 from __future__ import annotations
 

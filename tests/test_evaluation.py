@@ -1,4 +1,4 @@
-"""``unilab_lit.evaluation.run_episodes``: per-episode statistics of a batched env under a policy."""
+"""``unilab_lit.evaluation.run_episodes``: per-episode statistics of a batched env's episodes."""
 
 from __future__ import annotations
 

@@ -38,8 +38,9 @@ class BatchedMujocoEnv(ABC):
       ``mj_forward`` on them after;
 
     and may override ``_compute_terminated()``, ``_compute_metrics()``,
-    ``_actions_to_ctrl(actions)``, ``_before_physics()`` and ``_simulate()``. Hooks read and write the live arrays returned by
-    ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel`` and ``self.ctrl`` are bound already.
+    ``_actions_to_ctrl(actions)``, ``_before_physics()`` and ``_simulate()``. Hooks read and
+    write the live arrays returned by ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel``
+    and ``self.ctrl`` are bound already.
     Any other task randomness draws from ``self._rng`` (the generator ``seed`` starts), so that
     one seed fixes the whole trajectory.
 
@@ -160,7 +161,10 @@ class BatchedMujocoEnv(ABC):
         return np.zeros(self.spec.num_envs, dtype=bool)
 
     def _compute_metrics(self) -> dict[str, np.ndarray]:
-        """Each metric of ``spec.episode_metrics`` ``[num_envs]`` after the physics step; none by default."""
+        """Each metric of ``spec.episode_metrics`` ``[num_envs]`` after the physics step.
+
+        Called after ``_compute_reward``; none by default.
+        """
         return {}
 
     def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
