@@ -9,7 +9,8 @@ tensorboard's ``EventAccumulator`` and prints:
   episodes) with the seconds since launch and ``Train/env_steps`` at that step;
 - the return at each ``--marks`` time (the last value logged at or before it; "not reached" when
   the run ended earlier);
-- env-steps/s over the whole run (last env-step count over its time since launch).
+- env-steps/s over the whole run (last env-step count over its time since launch);
+- with ``--tags``, each chosen scalar (e.g. ``Episode/tracking_error_lin_vel``) at each mark.
 
 The clock starts when the subprocess is launched, so interpreter, Lightning and collector
 start-up are part of every figure, as they are for a user. Record ``uptime`` next to the
@@ -19,6 +20,8 @@ start and end).
     python bench/returns.py configs/fast_sac.yaml --seconds 300
     python bench/returns.py configs/fast_td3.yaml --seconds 600 --marks 120 300 600
     python bench/returns.py configs/fast_td3.yaml --seconds 300 -- --model.init_args.tau=0.05
+    python bench/returns.py configs/appo_quadruped_2core.yaml --seconds 900 --marks 120 300 600 900 \
+        --tags Train/mean_episode_length Episode/tracking_error_lin_vel
 """
 
 from __future__ import annotations
@@ -61,11 +64,14 @@ def run_fit(config: str, seconds: float, log_dir: str, extra: list[str]) -> floa
     return start
 
 
-def read_curve(log_dir: str) -> list[tuple[float, int, float]]:
-    """``(wall_time, env_steps, return)`` for every logged return of the run under ``log_dir``.
+def read_curve(log_dir: str, tag: str = RETURN_KEY) -> list[tuple[float, int, float]]:
+    """``(wall_time, env_steps, value)`` for every logged ``tag`` of the run under ``log_dir``.
+
+    ``env_steps`` is ``Train/env_steps`` at the latest step at or before the value's (-1 if none).
 
     Raises:
         FileNotFoundError: If the run wrote no event file.
+        KeyError: If the run never logged ``tag``.
     """
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -75,10 +81,16 @@ def read_curve(log_dir: str) -> list[tuple[float, int, float]]:
     acc = EventAccumulator(str(files[-1].parent), size_guidance={"scalars": 0})
     acc.Reload()
     tags = acc.Tags()["scalars"]
-    if RETURN_KEY not in tags:
-        raise KeyError(f"{RETURN_KEY!r} was never logged; the run logged {sorted(tags)}")
-    steps = {e.step: e.value for e in acc.Scalars(ENV_STEPS_KEY)} if ENV_STEPS_KEY in tags else {}
-    return [(e.wall_time, int(steps.get(e.step, -1)), e.value) for e in acc.Scalars(RETURN_KEY)]
+    if tag not in tags:
+        raise KeyError(f"{tag!r} was never logged; the run logged {sorted(tags)}")
+    steps = [(e.step, e.value) for e in acc.Scalars(ENV_STEPS_KEY)] if ENV_STEPS_KEY in tags else []
+
+    def env_steps_at(step: int) -> int:
+        # Eval/* values land on steps between the loggers' regular writes.
+        before = [value for s, value in steps if s <= step]
+        return int(before[-1]) if before else -1
+
+    return [(e.wall_time, env_steps_at(e.step), e.value) for e in acc.Scalars(tag)]
 
 
 def report(curve: list[tuple[float, int, float]], start: float, marks: list[float]) -> None:
@@ -87,17 +99,35 @@ def report(curve: list[tuple[float, int, float]], start: float, marks: list[floa
     for wall, env_steps, ret in curve:
         print(f"{wall - start:7.0f} {env_steps:10d} {ret:9.1f}")
     print("return at marks:")
+    report_marks(curve, start, marks)
+    wall, env_steps, _ = curve[-1]
+    print(f"env-steps/s over the run: {env_steps / (wall - start):.0f}")
+
+
+def report_marks(
+    curve: list[tuple[float, int, float]],
+    start: float,
+    marks: list[float],
+    end: float | None = None,
+) -> None:
+    """Print the last value logged at or before each mark (seconds since ``start``).
+
+    A mark more than 30 s past ``end`` (the run's last log; default: the curve's last value) was
+    not reached. Pass the return curve's end for a sparse tag (e.g. ``Eval/*``).
+    """
+    end = curve[-1][0] if end is None else end
     for mark in marks:
         before = [(w, e, r) for w, e, r in curve if w - start <= mark]
-        if not before or curve[-1][0] - start < mark - 30.0:
-            print(f"  {mark:5.0f} s: not reached (run ended at {curve[-1][0] - start:.0f} s)")
+        if end - start < mark - 30.0:
+            print(f"  {mark:5.0f} s: not reached (run ended at {end - start:.0f} s)")
+            continue
+        if not before:
+            print(f"  {mark:5.0f} s: nothing logged yet")
             continue
         wall, env_steps, ret = before[-1]
         print(
-            f"  {mark:5.0f} s: {ret:8.1f}  (logged at {wall - start:.0f} s, {env_steps} env steps)"
+            f"  {mark:5.0f} s: {ret:8.3f}  (logged at {wall - start:.0f} s, {env_steps} env steps)"
         )
-    wall, env_steps, _ = curve[-1]
-    print(f"env-steps/s over the run: {env_steps / (wall - start):.0f}")
 
 
 def main() -> None:
@@ -108,6 +138,12 @@ def main() -> None:
         "--marks", type=float, nargs="+", default=[120.0, 300.0, 600.0], help="report times (s)"
     )
     parser.add_argument("--log-dir", default=None, help="event directory (default: a temp dir)")
+    parser.add_argument(
+        "--tags",
+        nargs="+",
+        default=[],
+        help="more scalars to print at the marks (TensorBoard tags)",
+    )
     argv = sys.argv[1:]
     # Everything after "--" goes to cli.py fit unchanged (its options look like ours).
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -117,7 +153,11 @@ def main() -> None:
     start = run_fit(args.config, args.seconds, log_dir, extra)
     print("load average at end:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("events:", log_dir)
-    report(read_curve(log_dir), start, args.marks)
+    curve = read_curve(log_dir)
+    report(curve, start, args.marks)
+    for tag in args.tags:
+        print(f"{tag} at marks:")
+        report_marks(read_curve(log_dir, tag), start, args.marks, end=curve[-1][0])
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing_extensions import override
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
 from unilab_lit.data.link import collector_link
+from unilab_lit.envs.spec import METRIC_PREFIX
 from unilab_lit.job_metrics import job_values
 from unilab_lit.log_schedule import loggers_write_this_step
 
@@ -21,10 +22,12 @@ _PROG_BAR_KEYS = (keys.MEAN_REWARD, keys.TOTAL_FPS)
 
 
 class EpisodeStatsMonitor(Callback):
-    """Logs ``Train/mean_reward``, ``Train/mean_episode_length``, ``Episode/rew_<term>`` and throughput.
+    """Logs ``Train/mean_reward``, ``Train/mean_episode_length``, ``Episode/*`` and throughput.
 
     Episode means are over the last ``window`` finished episodes (as rsl_rl does), so a
     curve does not jump with the number of episodes that happen to end in one iteration.
+    ``Episode/rew_<term>`` is the mean per-episode sum of a reward term, ``Episode/<name>`` the
+    mean of a task's per-episode metric (e.g. a tracking error).
     Throughput: ``Perf/collection_fps`` is the collector's own env-steps/s;
     ``Perf/learn_fps`` the env steps of one iteration over the iteration's time without
     the wait for data; ``Perf/total_fps`` the env steps delivered to the learner per
@@ -124,7 +127,8 @@ class EpisodeStatsMonitor(Callback):
         kind = message.get("kind")
         if kind == EPISODES:
             self._nonfinite_resets += int(message.get("nonfinite_resets", 0))
-            for name in ("return", "length", *(k for k in message if k.startswith(_REWARD_PREFIX))):
+            per_episode = (k for k in message if k.startswith((_REWARD_PREFIX, METRIC_PREFIX)))
+            for name in ("return", "length", *per_episode):
                 series = self._episodes.setdefault(name, deque(maxlen=self.window))
                 series.extend(np.asarray(message[name], dtype=np.float64).ravel().tolist())
         elif kind == TIMING:
@@ -136,4 +140,6 @@ class EpisodeStatsMonitor(Callback):
             return keys.MEAN_REWARD
         if name == "length":
             return keys.MEAN_EPISODE_LENGTH
+        if name.startswith(METRIC_PREFIX):
+            return keys.episode_metric(name[len(METRIC_PREFIX) :])
         return keys.episode_reward_term(name[len(_REWARD_PREFIX) :])

@@ -26,10 +26,12 @@ class PolicyEvaluator(Callback):
     with ``seed`` at every evaluation, so successive evaluations start from the same states),
     with the deterministic action and the learner's current normaliser. They never touch the
     collector, which keeps running in its own process. Logged, on the loggers' step axis:
-    ``Eval/mean_reward``, ``Eval/mean_episode_length`` and ``Eval/rew_<term>`` (mean per-episode
-    sum of each reward term). The values also go into ``trainer.callback_metrics``, so
-    ``ModelCheckpoint(monitor="Eval/mean_reward", mode="max")`` keeps the best policy; give it
-    ``every_n_train_steps`` equal to ``every_n_steps``.
+    ``Eval/mean_reward``, ``Eval/mean_episode_length``, ``Eval/rew_<term>`` (mean per-episode
+    sum of each reward term) and ``Eval/<name>`` (mean of each of the task's per-episode
+    metrics, e.g. QuadrupedJoystick's tracking errors). The values also go into
+    ``trainer.callback_metrics``, so ``ModelCheckpoint(monitor="Eval/mean_reward",
+    mode="max")`` keeps the best policy; give it ``every_n_train_steps`` equal to
+    ``every_n_steps``.
 
     With ``every_n_video_steps`` set, the evaluation on those iterations also renders env 0
     (offscreen) and logs up to ``video_frames`` frames as an animated clip under ``Eval/video``

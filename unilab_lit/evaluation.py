@@ -15,7 +15,7 @@ from lightning.pytorch import LightningModule
 
 from unilab_lit import metrics
 from unilab_lit.envs.base import BatchedMujocoEnv
-from unilab_lit.envs.spec import POLICY
+from unilab_lit.envs.spec import METRIC_PREFIX, POLICY
 
 if TYPE_CHECKING:
     from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
@@ -65,12 +65,14 @@ class EpisodeResults:
         returns: Undiscounted return of each episode.
         lengths: Steps of each episode.
         terms: Per-episode sum of each reward term, by term name.
+        metrics: Per-episode mean of each of the task's step metrics, by metric name.
         frames: Env 0's frames ``[H, W, 3]`` (uint8), when recorded.
     """
 
     returns: np.ndarray
     lengths: np.ndarray
     terms: dict[str, np.ndarray] = field(default_factory=dict)
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
     frames: list[np.ndarray] = field(default_factory=list)
 
     @property
@@ -89,6 +91,8 @@ class EpisodeResults:
         }
         for term, sums in self.terms.items():
             values[metrics.eval_reward_term(term)] = float(np.mean(sums))
+        for name, means in self.metrics.items():
+            values[metrics.eval_metric(name)] = float(np.mean(means))
         return values
 
 
@@ -128,6 +132,7 @@ def run_episodes(
     returns: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     terms: dict[str, list[np.ndarray]] = {}
+    episode_metrics: dict[str, list[np.ndarray]] = {}
     frames: list[np.ndarray] = []
     obs = env.reset(seed=seed, stagger=False)
     while (done_count < quota).any():
@@ -147,10 +152,14 @@ def run_episodes(
         for key, value in episode.items():
             if key.startswith(_REWARD_PREFIX):
                 terms.setdefault(key[len(_REWARD_PREFIX) :], []).append(value[counted])
+            elif key.startswith(METRIC_PREFIX):
+                name = key[len(METRIC_PREFIX) :]
+                episode_metrics.setdefault(name, []).append(value[counted])
     return EpisodeResults(
         returns=np.concatenate(returns),
         lengths=np.concatenate(lengths),
         terms={term: np.concatenate(parts) for term, parts in terms.items()},
+        metrics={name: np.concatenate(parts) for name, parts in episode_metrics.items()},
         frames=frames,
     )
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 MEAN_REWARD = "Train/mean_reward"
 MEAN_EPISODE_LENGTH = "Train/mean_episode_length"
 EPISODE_REWARD_TERM = "Episode/rew_{term}"
+# Mean over an episode's steps of a task's per-step metric (``EnvSpec.episode_metrics``), e.g.
+# QuadrupedJoystick's Episode/tracking_error_lin_vel (m/s) and Episode/tracking_error_ang_vel
+# (rad/s): |commanded - actual| planar velocity and yaw rate.
+EPISODE_METRIC = "Episode/{name}"
 # Env steps the collector delivered to the learner: APPO, every rollout drained from the ring into
 # the staging pool, including rollouts that newer ones pushed out of the pool (it keeps the newest
 # staging_capacity) before any batch used them, but not the rollouts the ring dropped
@@ -20,6 +24,7 @@ NONFINITE_RESETS = "Train/nonfinite_resets"
 EVAL_MEAN_REWARD = "Eval/mean_reward"
 EVAL_MEAN_EPISODE_LENGTH = "Eval/mean_episode_length"
 EVAL_REWARD_TERM = "Eval/rew_{term}"
+EVAL_METRIC = "Eval/{name}"
 EVAL_VIDEO = "Eval/video"
 
 # Throughput.
@@ -60,6 +65,16 @@ POLICY_ENTROPY = "Policy/entropy"
 def episode_reward_term(term: str) -> str:
     """Key under which the per-episode sum of one reward term is logged."""
     return EPISODE_REWARD_TERM.format(term=term)
+
+
+def episode_metric(name: str) -> str:
+    """Key under which the mean over recent episodes of one per-episode metric is logged."""
+    return EPISODE_METRIC.format(name=name)
+
+
+def eval_metric(name: str) -> str:
+    """Key under which the evaluation's mean of one per-episode metric is logged."""
+    return EVAL_METRIC.format(name=name)
 
 
 def eval_reward_term(term: str) -> str:

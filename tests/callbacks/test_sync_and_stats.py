@@ -149,6 +149,22 @@ def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
     assert keys.MEAN_REWARD in module.prog_bar
 
 
+def test_episode_stats_monitor_logs_task_metrics_as_window_means_beside_reward_terms(rig):
+    trainer, module, data = rig
+    monitor = EpisodeStatsMonitor(window=3)
+    monitor.on_train_start(trainer, module)
+    monitor.on_train_batch_start(trainer, module, None, 0)
+    first, second = _episodes([1.0, 2.0], [10, 20], [0.5, 0.5]), _episodes([3.0], [30], [1.0])
+    first["metric/tracking_error_lin_vel"] = np.asarray([0.9, 0.6], np.float32)
+    second["metric/tracking_error_lin_vel"] = np.asarray([0.3], np.float32)
+    data.messages += [first, second]
+    monitor.on_train_batch_end(trainer, module, None, None, 0)
+    logged = module.logged
+    # The key a user looks for in TensorBoard (metrics.EPISODE_METRIC).
+    assert logged["Episode/tracking_error_lin_vel"] == pytest.approx(0.6)
+    assert logged[keys.episode_reward_term("upright")] == pytest.approx(2.0 / 3)
+
+
 def test_episode_stats_monitor_logs_dropped_rollouts_and_messages(rig):
     trainer, module, data = rig
     monitor = EpisodeStatsMonitor()

@@ -102,9 +102,11 @@ def test_step_outputs_follow_contract_types(task: str) -> None:
         np.testing.assert_array_equal(info["done"], terminated | truncated)
         assert isinstance(info["nonfinite_resets"], int)
         episode = info["episode"]
-        expected_keys = {"return", "length", "env_ids"} | {
-            f"reward/{term}" for term in env.spec.reward_terms
-        }
+        expected_keys = (
+            {"return", "length", "env_ids"}
+            | {f"reward/{term}" for term in env.spec.reward_terms}
+            | {f"metric/{name}" for name in env.spec.episode_metrics}
+        )
         assert set(episode) == expected_keys
         num_done = int(info["done"].sum())
         np.testing.assert_array_equal(episode["env_ids"], np.flatnonzero(info["done"]))

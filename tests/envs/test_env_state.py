@@ -30,10 +30,14 @@ def test_loaded_env_continues_episodes_resets_and_rewards_bit_for_bit(task):
     expected = [env.step(a) for a in actions]
     other = make_env(task, NUM_ENVS, seed=99, max_episode_steps=20)
     other.load_state_dict(state)
-    for (obs, reward, terminated, truncated, _), a in zip(expected, actions, strict=True):
-        obs_b, reward_b, terminated_b, truncated_b, _ = other.step(a)
+    for (obs, reward, terminated, truncated, info), a in zip(expected, actions, strict=True):
+        obs_b, reward_b, terminated_b, truncated_b, info_b = other.step(a)
         assert all(np.array_equal(obs[g], obs_b[g]) for g in obs)
         assert np.array_equal(reward, reward_b)
+        # Episode statistics (returns, reward terms, metric means) continue as well.
+        episode, episode_b = info["episode"], info_b["episode"]
+        assert episode.keys() == episode_b.keys()
+        assert all(np.array_equal(episode[k], episode_b[k]) for k in episode)
         assert np.array_equal(terminated, terminated_b) and np.array_equal(truncated, truncated_b)
     assert any(t.any() for *_, t, _ in expected), "no episode ended: the test misses resets"
 

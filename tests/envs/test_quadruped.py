@@ -185,3 +185,53 @@ def test_rotate_to_body_undoes_a_yaw_of_ninety_degrees():
 def test_rejects_out_of_range_arguments_with_a_message_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         QuadrupedJoystick(num_envs=1, **kwargs)
+
+
+def test_tracking_errors_are_episode_means_of_command_minus_velocity_from_observations():
+    # Recomputed from what the policy and critic observe: the command shown before a step is the
+    # one that step is judged against; the velocities are those of the step's final observation.
+    env = QuadrupedJoystick(num_envs=4, seed=4, max_episode_steps=25, command_resample_steps=10)
+    obs = env.reset()
+    rng = np.random.default_rng(1)
+    lin_sum, yaw_sum, steps = np.zeros(4), np.zeros(4), np.zeros(4)
+    checked = 0
+    for _ in range(60):
+        command = obs[POLICY][:, COMMAND].astype(np.float64)
+        actions = rng.uniform(-0.5, 0.5, (4, 12)).astype(np.float32)
+        obs, _, _, _, info = env.step(actions)
+        final = info["final_obs"]
+        lin_vel = final[CRITIC][:, 45:47].astype(np.float64)
+        yaw_rate = final[POLICY][:, ANG_VEL][:, 2].astype(np.float64)
+        lin_sum += np.linalg.norm(command[:, :2] - lin_vel, axis=1)
+        yaw_sum += np.abs(command[:, 2] - yaw_rate)
+        steps += 1
+        episode = info["episode"]
+        ids = episode["env_ids"]
+        np.testing.assert_allclose(
+            episode["metric/tracking_error_lin_vel"], lin_sum[ids] / steps[ids], rtol=1e-5
+        )
+        np.testing.assert_allclose(
+            episode["metric/tracking_error_ang_vel"], yaw_sum[ids] / steps[ids], rtol=1e-5
+        )
+        np.testing.assert_array_equal(episode["length"], steps[ids])
+        lin_sum[ids], yaw_sum[ids], steps[ids] = 0.0, 0.0, 0.0
+        checked += ids.size
+    assert env.spec.episode_metrics == ("tracking_error_lin_vel", "tracking_error_ang_vel")
+    assert checked >= 8, "too few episodes ended to check the means"
+
+
+def test_commands_do_not_depend_on_the_actions_while_no_env_falls():
+    # What makes an evaluation's tracking error a paired comparison with the standing-still one.
+    def commands(scale: float) -> np.ndarray:
+        env = QuadrupedJoystick(num_envs=3, seed=9, max_episode_steps=10, command_resample_steps=4)
+        obs = env.reset(stagger=False)
+        rng = np.random.default_rng(0)
+        seen = [obs[POLICY][:, COMMAND]]
+        for _ in range(30):
+            actions = scale * rng.uniform(-1, 1, (3, 12)).astype(np.float32)
+            obs, _, terminated, _, _ = env.step(actions)
+            assert not terminated.any()
+            seen.append(obs[POLICY][:, COMMAND])
+        return np.stack(seen)
+
+    np.testing.assert_array_equal(commands(0.0), commands(0.3))

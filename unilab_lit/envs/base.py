@@ -13,7 +13,7 @@ import numpy as np
 from mujoco import batch as mj_batch
 
 from unilab_lit.envs.render import BatchFrameRenderer
-from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.envs.spec import CRITIC, METRIC_PREFIX, POLICY, EnvSpec
 from unilab_lit.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,10 @@ class BatchedMujocoEnv(ABC):
       buffers) of the given envs; the base resets those simulations before and runs
       ``mj_forward`` on them after;
 
-    and may override ``_compute_terminated()``, ``_actions_to_ctrl(actions)``,
-    ``_before_physics()`` and ``_simulate()``. Hooks read and write the live arrays returned by
-    ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel`` and ``self.ctrl`` are bound already.
+    and may override ``_compute_terminated()``, ``_compute_metrics()``,
+    ``_actions_to_ctrl(actions)``, ``_before_physics()`` and ``_simulate()``. Hooks read and
+    write the live arrays returned by ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel``
+    and ``self.ctrl`` are bound already.
     Any other task randomness draws from ``self._rng`` (the generator ``seed`` starts), so that
     one seed fixes the whole trajectory.
 
@@ -51,6 +52,8 @@ class BatchedMujocoEnv(ABC):
         max_episode_steps: Steps after which an episode is truncated, >= 1.
         obs_sizes: Width of each observation group; must name ``"policy"`` and ``"critic"``.
         reward_terms: Names of the terms ``_compute_reward`` returns, in a fixed order.
+        episode_metrics: Names of the per-step metrics ``_compute_metrics`` returns; episode
+            info reports each as its mean over the episode's steps.
         seed: Seed of the generator behind reset noise and the initial timeout stagger.
         num_threads: Threads of the batch's pool, >= 1.
         action_low: Lower action bound ``[action_size]``; default: the actuators' ``ctrlrange``.
@@ -69,6 +72,7 @@ class BatchedMujocoEnv(ABC):
         max_episode_steps: int,
         obs_sizes: Mapping[str, int],
         reward_terms: Sequence[str],
+        episode_metrics: Sequence[str] = (),
         seed: int = 0,
         num_threads: int = 1,
         action_low: np.ndarray | None = None,
@@ -117,6 +121,7 @@ class BatchedMujocoEnv(ABC):
             control_dt=float(model.opt.timestep * frame_skip),
             max_episode_steps=max_episode_steps,
             reward_terms=tuple(reward_terms),
+            episode_metrics=tuple(episode_metrics),
         )
         self.batch = mj_batch.Batch(self._model, nsim=num_envs, nthread=num_threads)
         self.qpos = self.batch.bind("qpos")
@@ -128,6 +133,7 @@ class BatchedMujocoEnv(ABC):
         self._length = np.zeros(num_envs, dtype=np.int64)
         self._return = np.zeros(num_envs, dtype=np.float64)
         self._term_sums = np.zeros((num_envs, len(self.spec.reward_terms)), dtype=np.float64)
+        self._metric_sums = np.zeros((num_envs, len(self.spec.episode_metrics)), dtype=np.float64)
         self._all_ids = np.arange(num_envs, dtype=np.int64)
         self._needs_reset = True
         self._renderer: BatchFrameRenderer | None = None
@@ -153,6 +159,13 @@ class BatchedMujocoEnv(ABC):
     def _compute_terminated(self) -> np.ndarray:
         """Which envs reached a terminal state after the physics step; none by default."""
         return np.zeros(self.spec.num_envs, dtype=bool)
+
+    def _compute_metrics(self) -> dict[str, np.ndarray]:
+        """Each metric of ``spec.episode_metrics`` ``[num_envs]`` after the physics step.
+
+        Called after ``_compute_reward``; none by default.
+        """
+        return {}
 
     def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
         """Map clipped actions to actuator controls; the identity by default."""
@@ -239,7 +252,10 @@ class BatchedMujocoEnv(ABC):
         reward, terms = self._compute_reward(actions)
         terminated = np.asarray(self._compute_terminated(), dtype=bool)
         reward = np.asarray(reward, dtype=np.float64)
-        term_values = self._stack_terms(terms)
+        term_values = self._stack(terms, self.spec.reward_terms, "_compute_reward")
+        metric_values = self._stack(
+            self._compute_metrics(), self.spec.episode_metrics, "_compute_metrics"
+        )
 
         bad = self._nonfinite_rows(obs, reward, term_values)
         num_bad = int(np.count_nonzero(bad))
@@ -251,6 +267,7 @@ class BatchedMujocoEnv(ABC):
             )
             reward[bad] = 0.0
             term_values[bad] = 0.0
+            metric_values[bad] = 0.0
             terminated = terminated | bad
             for value in obs.values():
                 value[bad] = 0.0
@@ -259,6 +276,7 @@ class BatchedMujocoEnv(ABC):
         self._length += 1
         self._return += reward
         self._term_sums += term_values
+        self._metric_sums += metric_values
         truncated = (self._elapsed >= self.spec.max_episode_steps) & ~terminated
         done = terminated | truncated
 
@@ -303,6 +321,7 @@ class BatchedMujocoEnv(ABC):
             "length": self._length.copy(),
             "return": self._return.copy(),
             "term_sums": self._term_sums.copy(),
+            "metric_sums": self._metric_sums.copy(),
             "rng": self._rng.bit_generator.state,
         }
 
@@ -321,6 +340,7 @@ class BatchedMujocoEnv(ABC):
             "length": self._length.shape,
             "return": self._return.shape,
             "term_sums": self._term_sums.shape,
+            "metric_sums": self._metric_sums.shape,
         }
         actual = {key: np.shape(state[key]) for key in expected}
         if actual != expected:
@@ -333,6 +353,7 @@ class BatchedMujocoEnv(ABC):
         self._length[:] = state["length"]
         self._return[:] = state["return"]
         self._term_sums[:] = state["term_sums"]
+        self._metric_sums[:] = state["metric_sums"]
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]
         # Outputs (xpos, sensordata, ...) are derived from the state; hooks may read them
@@ -382,6 +403,7 @@ class BatchedMujocoEnv(ABC):
         self._length[ids] = 0
         self._return[ids] = 0.0
         self._term_sums[ids] = 0.0
+        self._metric_sums[ids] = 0.0
 
     def _obs_float32(self) -> Obs:
         obs: Obs = {}
@@ -394,16 +416,18 @@ class BatchedMujocoEnv(ABC):
             obs[group] = value
         return obs
 
-    def _stack_terms(self, terms: Mapping[str, np.ndarray]) -> np.ndarray:
-        values = np.empty((self.num_envs, len(self.spec.reward_terms)), dtype=np.float64)
-        for column, term in enumerate(self.spec.reward_terms):
-            if term not in terms:
+    def _stack(
+        self, values: Mapping[str, np.ndarray], names: Sequence[str], hook: str
+    ) -> np.ndarray:
+        stacked = np.empty((self.num_envs, len(names)), dtype=np.float64)
+        for column, name in enumerate(names):
+            if name not in values:
                 raise KeyError(
-                    f"{type(self).__name__}._compute_reward did not return term {term!r}; "
-                    f"it returned {sorted(terms)}"
+                    f"{type(self).__name__}.{hook} did not return {name!r}; "
+                    f"it returned {sorted(values)}"
                 )
-            values[:, column] = terms[term]
-        return values
+            stacked[:, column] = values[name]
+        return stacked
 
     def _nonfinite_rows(self, obs: Obs, reward: np.ndarray, terms: np.ndarray) -> np.ndarray:
         # A NaN or Inf anywhere in a row survives the row sum, so one isfinite covers them all
@@ -421,6 +445,11 @@ class BatchedMujocoEnv(ABC):
         }
         for column, term in enumerate(self.spec.reward_terms):
             episode[f"reward/{term}"] = self._term_sums[ids, column].astype(np.float32)
+        # A finished episode has at least one step; the empty selection divides nothing.
+        lengths = np.maximum(self._length[ids], 1)
+        for column, name in enumerate(self.spec.episode_metrics):
+            mean = self._metric_sums[ids, column] / lengths
+            episode[METRIC_PREFIX + name] = mean.astype(np.float32)
         return episode
 
     def _empty_episode(self) -> dict[str, np.ndarray]:

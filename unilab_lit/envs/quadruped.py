@@ -59,6 +59,11 @@ class QuadrupedJoystick(BatchedMujocoEnv):
     (projected gravity), ``torques = |tau|^2``, ``action_rate = |a_t - a_{t-1}|^2``. Each
     reported term is the weighted, dt-scaled contribution, so the terms sum to the reward.
 
+    Episode metrics (the mean over an episode's steps, in the units of the command):
+    ``tracking_error_lin_vel = |cmd_xy - v_xy|`` (m/s) and
+    ``tracking_error_ang_vel = |cmd_yaw - w_z|`` (rad/s), against the same body-frame
+    velocities and command as the tracking rewards.
+
     Observations: ``policy`` (45) = body angular velocity (3), projected gravity (3),
     command (3), joint positions minus home (12), joint velocities (12), last action (12);
     ``critic`` (48) = policy + body-frame linear velocity (3), which a real robot cannot
@@ -87,6 +92,7 @@ class QuadrupedJoystick(BatchedMujocoEnv):
     """
 
     REWARD_TERMS = tuple(DEFAULT_REWARD_WEIGHTS)
+    EPISODE_METRICS = ("tracking_error_lin_vel", "tracking_error_ang_vel")
     POLICY_OBS_SIZE = 3 + 3 + 3 + 3 * NUM_JOINTS
     CRITIC_OBS_SIZE = POLICY_OBS_SIZE + 3
     FRAME_SKIP = 4
@@ -147,6 +153,7 @@ class QuadrupedJoystick(BatchedMujocoEnv):
             max_episode_steps=max_episode_steps,
             obs_sizes={POLICY: self.POLICY_OBS_SIZE, CRITIC: self.CRITIC_OBS_SIZE},
             reward_terms=self.REWARD_TERMS,
+            episode_metrics=self.EPISODE_METRICS,
             seed=seed,
             num_threads=num_threads,
             action_low=-np.ones(NUM_JOINTS, dtype=np.float32),
@@ -209,13 +216,11 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         return {POLICY: policy, CRITIC: critic}
 
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        quat = self.qpos[:, _QUAT]
-        lin_vel = rotate_to_body(quat, self.qvel[:, 0:3])
-        ang_vel = self.qvel[:, 3:6]
-        gravity = rotate_to_body(quat, _GRAVITY_DIR)
-        command = self._tracked_command
-        lin_error = np.sum(np.square(command[:, :2] - lin_vel[:, :2]), axis=1)
-        yaw_error = np.square(command[:, 2] - ang_vel[:, 2])
+        lin_vel, ang_vel = self._body_velocities()
+        gravity = rotate_to_body(self.qpos[:, _QUAT], _GRAVITY_DIR)
+        lin_delta, yaw_delta = self._tracking_deltas(lin_vel, ang_vel)
+        lin_error = np.sum(np.square(lin_delta), axis=1)
+        yaw_error = np.square(yaw_delta)
         raw = {
             "tracking_lin_vel": np.exp(-lin_error / self._tracking_sigma),
             "tracking_ang_vel": np.exp(-yaw_error / self._tracking_sigma),
@@ -227,6 +232,13 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         }
         terms = {term: self._weights[term] * value for term, value in raw.items()}
         return sum(terms.values()), terms
+
+    def _compute_metrics(self) -> dict[str, np.ndarray]:
+        lin_delta, yaw_delta = self._tracking_deltas(*self._body_velocities())
+        return {
+            "tracking_error_lin_vel": np.linalg.norm(lin_delta, axis=1),
+            "tracking_error_ang_vel": np.abs(yaw_delta),
+        }
 
     def _compute_terminated(self) -> np.ndarray:
         quat = self.qpos[:, _QUAT]
@@ -272,6 +284,17 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         self._previous_action[:] = task["previous_action"]
 
     # ------------------------------------------------------------------ internals
+
+    def _body_velocities(self) -> tuple[np.ndarray, np.ndarray]:
+        """Body-frame linear ``[N, 3]`` and angular ``[N, 3]`` velocity of the trunk."""
+        return rotate_to_body(self.qpos[:, _QUAT], self.qvel[:, 0:3]), self.qvel[:, 3:6]
+
+    def _tracking_deltas(
+        self, lin_vel: np.ndarray, ang_vel: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Command minus velocity: planar linear ``[N, 2]`` and yaw rate ``[N]``."""
+        command = self._tracked_command
+        return command[:, :2] - lin_vel[:, :2], command[:, 2] - ang_vel[:, 2]
 
     def _sample_commands(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         self._command[env_ids] = rng.uniform(

@@ -8,6 +8,8 @@ import numpy as np
 
 POLICY = "policy"
 CRITIC = "critic"
+# Prefix of an episode-info key holding an episode's mean of one per-step metric.
+METRIC_PREFIX = "metric/"
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,8 @@ class EnvSpec:
         control_dt: Seconds of simulated time per ``step``.
         max_episode_steps: Steps after which an episode is truncated (timeout).
         reward_terms: Names of the reward terms reported as ``reward/<term>`` in episode info.
+        episode_metrics: Names of the per-step metrics reported as ``metric/<name>`` in episode
+            info, each the mean over the episode's steps.
     """
 
     num_envs: int
@@ -33,6 +37,7 @@ class EnvSpec:
     control_dt: float
     max_episode_steps: int
     reward_terms: tuple[str, ...] = ()
+    episode_metrics: tuple[str, ...] = ()
 
     @property
     def policy_obs_size(self) -> int:
