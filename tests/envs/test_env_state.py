@@ -52,3 +52,19 @@ def test_load_state_dict_rejects_another_num_envs():
 def test_state_dict_before_reset_raises():
     with pytest.raises(RuntimeError, match="call reset"):
         make_env("CartpoleSwingup", NUM_ENVS).state_dict()
+
+
+def test_state_saved_before_episode_metrics_loads_with_zero_metric_sums():
+    # Collector snapshots in checkpoints written before per-step metrics existed lack the key.
+    env = make_env("QuadrupedJoystick", NUM_ENVS, seed=1)
+    env.reset()
+    for actions in _actions(np.random.default_rng(0), env, 5):
+        env.step(actions)
+    state = env.state_dict()
+    old_state = {key: value for key, value in state.items() if key != "metric_sums"}
+    other = make_env("QuadrupedJoystick", NUM_ENVS, seed=2)
+    other.load_state_dict(old_state)
+    loaded = other.state_dict()
+    assert np.array_equal(loaded["return"], state["return"])
+    assert loaded["metric_sums"].shape == state["metric_sums"].shape
+    assert not loaded["metric_sums"].any() and state["metric_sums"].any()

@@ -12,8 +12,9 @@ import mujoco
 import numpy as np
 from mujoco import batch as mj_batch
 
-from unilab_lit.envs.render import BatchFrameRenderer
-from unilab_lit.envs.spec import CRITIC, METRIC_PREFIX, POLICY, EnvSpec
+from unilab_lit.envs.episodes import EpisodeTotals, columns
+from unilab_lit.envs.render import CachedFrameRenderer
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
@@ -130,14 +131,10 @@ class BatchedMujocoEnv(ABC):
 
         self._rng = np.random.default_rng(seed)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
-        self._length = np.zeros(num_envs, dtype=np.int64)
-        self._return = np.zeros(num_envs, dtype=np.float64)
-        self._term_sums = np.zeros((num_envs, len(self.spec.reward_terms)), dtype=np.float64)
-        self._metric_sums = np.zeros((num_envs, len(self.spec.episode_metrics)), dtype=np.float64)
+        self._episodes = EpisodeTotals(num_envs, self.spec.reward_terms, self.spec.episode_metrics)
         self._all_ids = np.arange(num_envs, dtype=np.int64)
         self._needs_reset = True
-        self._renderer: BatchFrameRenderer | None = None
-        self._renderer_key: tuple[int, int, str | None] | None = None
+        self._frames = CachedFrameRenderer(self._model, self.batch)
 
     # ------------------------------------------------------------------ task hooks
 
@@ -208,7 +205,7 @@ class BatchedMujocoEnv(ABC):
             self._elapsed[:] = self._rng.integers(0, self.spec.max_episode_steps, self.num_envs)
         self._needs_reset = False
         obs = self._obs_float32()
-        self._check_obs_shapes(obs)
+        self.spec.check_obs_shapes(obs, type(self).__name__)
         return obs
 
     def step(self, actions: np.ndarray) -> tuple[Obs, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -252,10 +249,10 @@ class BatchedMujocoEnv(ABC):
         reward, terms = self._compute_reward(actions)
         terminated = np.asarray(self._compute_terminated(), dtype=bool)
         reward = np.asarray(reward, dtype=np.float64)
-        term_values = self._stack(terms, self.spec.reward_terms, "_compute_reward")
-        metric_values = self._stack(
-            self._compute_metrics(), self.spec.episode_metrics, "_compute_metrics"
-        )
+        name, n = type(self).__name__, self.num_envs
+        term_values = columns(terms, self.spec.reward_terms, n, f"{name}._compute_reward")
+        metrics = self._compute_metrics()
+        metric_values = columns(metrics, self.spec.episode_metrics, n, f"{name}._compute_metrics")
 
         bad = self._nonfinite_rows(obs, reward, term_values)
         num_bad = int(np.count_nonzero(bad))
@@ -273,18 +270,14 @@ class BatchedMujocoEnv(ABC):
                 value[bad] = 0.0
 
         self._elapsed += 1
-        self._length += 1
-        self._return += reward
-        self._term_sums += term_values
-        self._metric_sums += metric_values
+        self._episodes.add(reward, term_values, metric_values)
         truncated = (self._elapsed >= self.spec.max_episode_steps) & ~terminated
         done = terminated | truncated
 
         final_obs = obs
-        episode = self._empty_episode()
-        if done.any():
-            ids = np.flatnonzero(done)
-            episode = self._episode_info(ids)
+        ids = np.flatnonzero(done)
+        episode = self._episodes.finished(ids)
+        if ids.size:
             self._reset_envs(ids)
             fresh = self._obs_float32()
             obs = {}
@@ -318,10 +311,7 @@ class BatchedMujocoEnv(ABC):
         return {
             "physics": self.batch.state.copy(),
             "elapsed": self._elapsed.copy(),
-            "length": self._length.copy(),
-            "return": self._return.copy(),
-            "term_sums": self._term_sums.copy(),
-            "metric_sums": self._metric_sums.copy(),
+            **self._episodes.state_dict(),
             "rng": self._rng.bit_generator.state,
         }
 
@@ -337,12 +327,11 @@ class BatchedMujocoEnv(ABC):
         expected = {
             "physics": self.batch.state.shape,
             "elapsed": self._elapsed.shape,
-            "length": self._length.shape,
-            "return": self._return.shape,
-            "term_sums": self._term_sums.shape,
-            "metric_sums": self._metric_sums.shape,
+            **self._episodes.shapes(),
         }
-        actual = {key: np.shape(state[key]) for key in expected}
+        if "metric_sums" not in state:  # saved before per-step metrics existed
+            expected.pop("metric_sums")
+        actual = {key: np.shape(state[key]) if key in state else None for key in expected}
         if actual != expected:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: saved shapes {actual} do not fit this "
@@ -350,10 +339,7 @@ class BatchedMujocoEnv(ABC):
             )
         self.batch.state[...] = state["physics"]
         self._elapsed[:] = state["elapsed"]
-        self._length[:] = state["length"]
-        self._return[:] = state["return"]
-        self._term_sums[:] = state["term_sums"]
-        self._metric_sums[:] = state["metric_sums"]
+        self._episodes.load_state_dict(state)
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]
         # Outputs (xpos, sensordata, ...) are derived from the state; hooks may read them
@@ -374,36 +360,23 @@ class BatchedMujocoEnv(ABC):
             RuntimeError: If no OpenGL context can be created.
             ValueError: If a size is not positive or ``camera`` is not a camera of the model.
         """
-        key = (width, height, camera)
-        if self._renderer is None or self._renderer_key != key:
-            self._close_renderer()
-            self._renderer = BatchFrameRenderer(self._model, self.batch, width, height, camera)
-            self._renderer_key = key
-        return self._renderer.render(env_ids)
+        return self._frames.render(env_ids, width, height, camera)
 
     def close(self) -> None:
         """Release the batch; the env cannot be stepped afterwards."""
-        self._close_renderer()
+        self._frames.close()
         self._needs_reset = True
         self.batch = None
         self.qpos = self.qvel = self.ctrl = None
 
     # ------------------------------------------------------------------ internals
 
-    def _close_renderer(self) -> None:
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
-
     def _reset_envs(self, ids: np.ndarray) -> None:
         self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
         self._reset_state(ids, self._rng)
         self.batch.forward(ids)
         self._elapsed[ids] = 0
-        self._length[ids] = 0
-        self._return[ids] = 0.0
-        self._term_sums[ids] = 0.0
-        self._metric_sums[ids] = 0.0
+        self._episodes.clear(ids)
 
     def _obs_float32(self) -> Obs:
         obs: Obs = {}
@@ -416,19 +389,6 @@ class BatchedMujocoEnv(ABC):
             obs[group] = value
         return obs
 
-    def _stack(
-        self, values: Mapping[str, np.ndarray], names: Sequence[str], hook: str
-    ) -> np.ndarray:
-        stacked = np.empty((self.num_envs, len(names)), dtype=np.float64)
-        for column, name in enumerate(names):
-            if name not in values:
-                raise KeyError(
-                    f"{type(self).__name__}.{hook} did not return {name!r}; "
-                    f"it returned {sorted(values)}"
-                )
-            stacked[:, column] = values[name]
-        return stacked
-
     def _nonfinite_rows(self, obs: Obs, reward: np.ndarray, terms: np.ndarray) -> np.ndarray:
         # A NaN or Inf anywhere in a row survives the row sum, so one isfinite covers them all
         # (finite values so large that the sum overflows mark a broken state as well).
@@ -436,29 +396,3 @@ class BatchedMujocoEnv(ABC):
         for value in obs.values():
             total += value.sum(axis=1, dtype=np.float64)
         return ~np.isfinite(total)
-
-    def _episode_info(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        episode = {
-            "return": self._return[ids].astype(np.float32),
-            "length": self._length[ids].astype(np.float32),
-            "env_ids": ids.astype(np.int64),
-        }
-        for column, term in enumerate(self.spec.reward_terms):
-            episode[f"reward/{term}"] = self._term_sums[ids, column].astype(np.float32)
-        # A finished episode has at least one step; the empty selection divides nothing.
-        lengths = np.maximum(self._length[ids], 1)
-        for column, name in enumerate(self.spec.episode_metrics):
-            mean = self._metric_sums[ids, column] / lengths
-            episode[METRIC_PREFIX + name] = mean.astype(np.float32)
-        return episode
-
-    def _empty_episode(self) -> dict[str, np.ndarray]:
-        return self._episode_info(np.empty(0, dtype=np.int64))
-
-    def _check_obs_shapes(self, obs: Obs) -> None:
-        expected = {g: (self.num_envs, s) for g, s in self.spec.obs_sizes.items()}
-        actual = {g: v.shape for g, v in obs.items()}
-        if actual != expected:
-            raise RuntimeError(
-                f"{type(self).__name__}: observation groups {actual} do not match the spec {expected}"
-            )

@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import iterate
 
 from unilab_lit.envs.base import Obs
+from unilab_lit.envs.episodes import EpisodeTotals
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.log_limits import RateLimitFilter
 
@@ -126,8 +127,7 @@ class GymnasiumVectorAdapter:
         )
 
         self._seed: int | None = seed
-        self._length = np.zeros(env.num_envs, dtype=np.int64)
-        self._return = np.zeros(env.num_envs, dtype=np.float64)
+        self._episodes = EpisodeTotals(env.num_envs)
         self._needs_reset = True
 
     @property
@@ -147,8 +147,7 @@ class GymnasiumVectorAdapter:
             seed = self._seed
         self._seed = None
         raw, _ = self._env.reset(seed=seed)
-        self._length[:] = 0
-        self._return[:] = 0.0
+        self._episodes.clear(slice(None))
         self._needs_reset = False
         obs = self._flatten_batch(raw)
         if not np.isfinite(obs).all():
@@ -213,17 +212,11 @@ class GymnasiumVectorAdapter:
         if not np.isfinite(obs).all():
             raise RuntimeError(f"{type(self).__name__}: reset returned a non-finite observation")
 
-        self._length += 1
-        self._return += reward
+        self._episodes.add(reward)
         done = terminated | truncated
         ids = np.flatnonzero(done)
-        episode = {
-            "return": self._return[ids].astype(np.float32),
-            "length": self._length[ids].astype(np.float32),
-            "env_ids": ids.astype(np.int64),
-        }
-        self._length[ids] = 0
-        self._return[ids] = 0.0
+        episode = self._episodes.finished(ids)
+        self._episodes.clear(ids)
 
         info = {
             "final_obs": _groups(final_obs),

@@ -90,3 +90,38 @@ class BatchFrameRenderer:
         tracking.elevation = -20.0
         tracking.azimuth = 90.0
         return tracking
+
+
+class CachedFrameRenderer:
+    """One :class:`BatchFrameRenderer` of a batch, kept while the size and camera stay the same.
+
+    Nothing is created before the first :meth:`render` (a GL context costs time and memory that
+    an env which is only stepped never needs).
+
+    Args:
+        model: The model the batch simulates.
+        batch: The batch whose simulations are drawn.
+    """
+
+    def __init__(self, model: mujoco.MjModel, batch: mj_batch.Batch) -> None:
+        self._model = model
+        self._batch = batch
+        self._renderer: BatchFrameRenderer | None = None
+        self._key: tuple[int, int, str | None] | None = None
+
+    def render(
+        self, env_ids: Sequence[int], width: int, height: int, camera: str | None
+    ) -> np.ndarray:
+        """Frames ``[len(env_ids), height, width, 3]`` (uint8); see :class:`BatchFrameRenderer`."""
+        key = (width, height, camera)
+        if self._renderer is None or self._key != key:
+            self.close()
+            self._renderer = BatchFrameRenderer(self._model, self._batch, width, height, camera)
+            self._key = key
+        return self._renderer.render(env_ids)
+
+    def close(self) -> None:
+        """Release the GL context, if one was created; the next :meth:`render` makes a new one."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None

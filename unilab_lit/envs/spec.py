@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,3 +47,16 @@ class EnvSpec:
     @property
     def critic_obs_size(self) -> int:
         return self.obs_sizes[CRITIC]
+
+    def check_obs_shapes(self, obs: Mapping[str, np.ndarray], source: str) -> None:
+        """Check that ``obs`` has exactly the spec's groups, each ``[num_envs, width]``.
+
+        Raises:
+            RuntimeError: If not; the message names ``source`` (the env) and both layouts.
+        """
+        expected = {g: (self.num_envs, s) for g, s in self.obs_sizes.items()}
+        actual = {g: v.shape for g, v in obs.items()}
+        if actual != expected:
+            raise RuntimeError(
+                f"{source}: observation groups {actual} do not match the spec {expected}"
+            )
