@@ -59,13 +59,24 @@ def assert_no_leftovers(run: CliRun, mark: str) -> None:
     assert list_segments(run.pid) == [], "shared memory left in /dev/shm"
 
 
-def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(tmp_path, marked_env):
+@pytest.mark.parametrize(
+    "config",
+    [
+        "configs/appo.yaml",
+        "configs/appo_halfcheetah.yaml",
+        "configs/appo_hopper.yaml",
+        "configs/appo_ant.yaml",
+    ],
+)
+def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(
+    config, tmp_path, marked_env
+):
     env, mark = marked_env
     result = run_cli(
         [
             "fit",
             "--config",
-            "configs/appo.yaml",
+            config,
             *SMOKE_OVERRIDES,
             f"--trainer.logger.init_args.save_dir={tmp_path}",
         ],
