@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -59,25 +60,20 @@ def assert_no_leftovers(run: CliRun, mark: str) -> None:
     assert list_segments(run.pid) == [], "shared memory left in /dev/shm"
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        "configs/appo.yaml",
-        "configs/appo_halfcheetah.yaml",
-        "configs/appo_hopper.yaml",
-        "configs/appo_ant.yaml",
-    ],
-)
-def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(
-    config, tmp_path, marked_env
-):
+def assert_smoke_fit(
+    config: str, overrides: list[str], tmp_path: Path, marked_env: tuple[dict[str, str], str]
+) -> None:
+    """``cli.py fit`` of a shipped config for a few iterations on CPU: it exits 0, writes
+    ``last.ckpt`` and TensorBoard events, and leaves no process or shared memory behind."""
     env, mark = marked_env
     result = run_cli(
         [
             "fit",
             "--config",
             config,
-            *SMOKE_OVERRIDES,
+            *overrides,
+            # Configs for a GPU machine pick it where there is one; the smoke test runs on CPU.
+            "--trainer.accelerator=cpu",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
         ],
         env,
@@ -86,6 +82,21 @@ def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(
     assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
     assert list(tmp_path.rglob("events.out.tfevents*")), "no TensorBoard events written"
     assert_no_leftovers(result, mark)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        "configs/appo.yaml",
+        "configs/appo_halfcheetah.yaml",
+        "configs/appo_hopper.yaml",
+        "configs/appo_ant.yaml",
+        "configs/appo_quadruped.yaml",
+        "configs/appo_quadruped_2core.yaml",
+    ],
+)
+def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(config, tmp_path, marked_env):
+    assert_smoke_fit(config, SMOKE_OVERRIDES, tmp_path, marked_env)
 
 
 def _appo_config_without_syncs(tmp_path, extra_callbacks: list[dict]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.test_cli import assert_no_leftovers, run_cli
+from tests.test_cli import assert_smoke_fit, run_cli
 
 # A few iterations on a few envs; learning_starts=2 keeps the warm-up short.
 SMOKE_OVERRIDES = [
@@ -23,21 +23,7 @@ SMOKE_OVERRIDES = [
 def test_offpolicy_config_fit_writes_checkpoint_and_events_without_leaks(
     config, tmp_path, marked_env
 ):
-    env, mark = marked_env
-    result = run_cli(
-        [
-            "fit",
-            "--config",
-            config,
-            *SMOKE_OVERRIDES,
-            f"--trainer.logger.init_args.save_dir={tmp_path}",
-        ],
-        env,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
-    assert list(tmp_path.rglob("events.out.tfevents*")), "no TensorBoard events written"
-    assert_no_leftovers(result, mark)
+    assert_smoke_fit(config, SMOKE_OVERRIDES, tmp_path, marked_env)
 
 
 @pytest.mark.parametrize(
