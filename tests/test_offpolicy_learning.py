@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -15,46 +16,63 @@ from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
 
-NUM_EVAL_ENVS = 8
+NUM_EVAL_ENVS = 16
+EVAL_SEED = 123
+
+# The shipped HalfCheetah configs, shrunk to fit the default suite: CartpoleSwingup (reward <= 1
+# per step, so discounted returns in [0, 100]; the support [-100, 100] covers them) and 64x64
+# networks, cheaper per update than the configs' 256x256 on this 5-dim task.
+CARTPOLE = [
+    "--data.init_args.collector.task=CartpoleSwingup",
+    "--model.init_args.actor_hidden_dims=[64, 64]",
+    "--model.init_args.critic_hidden_dims=[64, 64]",
+    "--model.init_args.offpolicy.v_min=-100",
+    "--model.init_args.offpolicy.v_max=100",
+]
 
 
-def _return(task: str, policy, steps: int, seed: int = 7) -> float:
-    env = make_env(task, NUM_EVAL_ENVS, seed=seed)
-    obs = env.reset(seed=seed)
+def _episode_return(policy, action_size: int) -> float:
+    """Mean return of one full CartpoleSwingup episode per eval env under ``policy``."""
+    env = make_env("CartpoleSwingup", NUM_EVAL_ENVS, seed=EVAL_SEED)
+    obs = env.reset(seed=EVAL_SEED)
     total = np.zeros(NUM_EVAL_ENVS)
-    for _ in range(steps):
-        obs, reward, _, _, _ = env.step(policy(obs[POLICY]))
+    # reset() staggers the time limits, so summing exactly max_episode_steps rewards counts one
+    # whole episode's worth per env wherever its timeout falls.
+    for _ in range(env.spec.max_episode_steps):
+        actions = policy(obs[POLICY])
+        assert actions.shape == (NUM_EVAL_ENVS, action_size)
+        obs, reward, _, _, _ = env.step(actions)
         total += reward
     env.close()
     return float(total.mean())
 
 
+def _deterministic(model) -> Callable[[np.ndarray], np.ndarray]:
+    """The model's deterministic action (normaliser folded in) on numpy observations."""
+    policy = model.inference_policy().eval()
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> np.ndarray:
+        return policy(torch.from_numpy(obs)).numpy()
+
+    return act
+
+
+# The untrained policies earn 0-3.5 (the pole hangs), uniform random actions 14.7. Measured after
+# 1500 iterations on the shared 2-core machine (load 1.5-2.0), 46-55 s per case: FastSAC 102,
+# FastTD3 82 (seed 0, the same to the digit in a rerun). The lock-step pipeline makes a run
+# deterministic per env step, so what varies is the seed and any change to the code: MARGIN
+# leaves room for both.
+ITERATIONS = 1500
+MARGIN = 30.0
+
+
 @pytest.mark.parametrize(
-    ("config", "algo", "task", "iterations", "eval_steps", "margin"),
-    [
-        # Baselines (the better of uniform random actions and standing still): HalfCheetah ~0
-        # per 300 steps, CartpoleSwingup ~15 per 500 steps. Measured on a busy 2-core
-        # machine: SAC reached 565 on HalfCheetah after 1500 iterations. TD3 learns
-        # HalfCheetah slowly at this scale (30 after 1500 iterations, -61 after 3000), so
-        # its test uses the fast swing-up task.
-        # Slow: on 30 Nov 2026 the SAC case failed on this 2-core machine both on 019683e (the
-        # commit that measured 565) and later (16 and -2.6): the non-synchronous pipeline makes
-        # runs diverge with load, and the critic's optimistic start at the support's midpoint
-        # makes this 1500-iteration curve fragile (issue 11).
-        pytest.param(
-            "configs/fast_sac.yaml",
-            FastSAC,
-            "HalfCheetah",
-            1500,
-            300,
-            100.0,
-            marks=pytest.mark.slow,
-        ),
-        ("configs/fast_td3.yaml", FastTD3, "CartpoleSwingup", 2000, 500, 40.0),
-    ],
+    ("config", "algo"),
+    [("configs/fast_sac.yaml", FastSAC), ("configs/fast_td3.yaml", FastTD3)],
 )
-def test_return_rises_clearly_above_baseline(
-    config, algo, task, iterations, eval_steps, margin, tmp_path
+def test_trained_policy_beats_untrained_and_random_policies_on_cartpole_swingup(
+    config, algo, tmp_path
 ):
     result = subprocess.run(
         [
@@ -63,35 +81,36 @@ def test_return_rises_clearly_above_baseline(
             "fit",
             "--config",
             config,
-            f"--data.init_args.collector.task={task}",
-            f"--trainer.max_steps={iterations}",
+            *CARTPOLE,
+            f"--trainer.max_steps={ITERATIONS}",
             "--trainer.enable_progress_bar=false",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
         ],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    model = algo.load_from_checkpoint(next(tmp_path.rglob("last.ckpt")), map_location="cpu").eval()
-    action_size = model.hparams.action_size
-
-    @torch.no_grad()
-    def trained(obs: np.ndarray) -> np.ndarray:
-        return model.actor(model.obs_normalizer(torch.from_numpy(obs))).numpy()
-
+    trained = algo.load_from_checkpoint(next(tmp_path.rglob("last.ckpt")), map_location="cpu")
+    action_size = trained.hparams.action_size
+    # The same learner before any update: what a run starts from.
+    torch.manual_seed(0)
+    untrained = algo(**trained.hparams)
     rng = np.random.default_rng(0)
 
     def random_policy(obs: np.ndarray) -> np.ndarray:
         return rng.uniform(-1.0, 1.0, size=(obs.shape[0], action_size)).astype(np.float32)
 
-    def standing_still(obs: np.ndarray) -> np.ndarray:
-        return np.zeros((obs.shape[0], action_size), dtype=np.float32)
-
-    baseline = max(
-        _return(task, random_policy, eval_steps), _return(task, standing_still, eval_steps)
+    trained_return = _episode_return(_deterministic(trained), action_size)
+    untrained_return = _episode_return(_deterministic(untrained), action_size)
+    random_return = _episode_return(random_policy, action_size)
+    print(
+        f"{algo.__name__} CartpoleSwingup: trained {trained_return:.1f}, "
+        f"untrained {untrained_return:.1f}, random {random_return:.1f}"
     )
-    trained_return = _return(task, trained, eval_steps)
-    print(f"{algo.__name__} {task}: trained {trained_return:.1f}, baseline {baseline:.1f}")
-    assert trained_return > baseline + margin, (trained_return, baseline)
+    assert trained_return > max(untrained_return, random_return) + MARGIN, (
+        trained_return,
+        untrained_return,
+        random_return,
+    )
