@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 _FLOAT32_BYTES = 4  # replay rows are packed float32
 
+
 def _sidecar_prefix() -> str:
     # Under DDP every rank saves its own replay shard: "replay-rank<r>-step=<n>.bin".
     if distributed.is_distributed():

@@ -142,7 +142,9 @@ def test_resumed_appo_matches_uninterrupted_run_in_optimizer_and_adaptive_lr(run
 def test_resumed_run_continues_global_step_and_env_step_counter(runs):
     (_, straight_data, straight), (_, resumed_data, resumed) = runs["straight"], runs["resumed"]
     assert straight.global_step == resumed.global_step == 2 * N
-    assert straight_data.feed.env_steps == resumed_data.feed.env_steps == 2 * N * NUM_ENVS * NUM_STEPS
+    assert (
+        straight_data.feed.env_steps == resumed_data.feed.env_steps == 2 * N * NUM_ENVS * NUM_STEPS
+    )
     assert runs["checkpoint"]["RolloutDataModule"]["env_steps"] == N * NUM_ENVS * NUM_STEPS
 
 

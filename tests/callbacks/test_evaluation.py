@@ -28,9 +28,7 @@ def _fit(
 ) -> Trainer:
     seed_everything(0)
     data = RolloutDataModule(
-        CollectorOptions(
-            "CartpoleSwingup", 8, task_kwargs=TASK_KWARGS, learner_torch_threads=1
-        ),
+        CollectorOptions("CartpoleSwingup", 8, task_kwargs=TASK_KWARGS, learner_torch_threads=1),
         num_steps=8,
     )
     spec = data.env_spec

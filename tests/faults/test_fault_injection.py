@@ -195,7 +195,10 @@ def test_new_start_reclaims_blocks_of_a_group_sigkilled_run_and_spares_live_ones
             "--model.init_args.gama=0.9",
             "model.init_args.gama: APPO has no argument 'gama'; did you mean gamma?",
         ),
-        ("--data.init_args.collector.num_envs=abc", "data.init_args.collector.num_envs: expected int, got 'abc'"),
+        (
+            "--data.init_args.collector.num_envs=abc",
+            "data.init_args.collector.num_envs: expected int, got 'abc'",
+        ),
         ("--trainer.max_stpes=3", "unknown option 'trainer.max_stpes'; did you mean"),
     ],
 )
