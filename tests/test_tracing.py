@@ -1,96 +1,22 @@
-"""Tracing: the recorder and trace file, the collector's trace switch, and real fits with Tracing."""
+"""Tracing: the recorder, the trace store and file, and the collector inbox's trace channel."""
 
 from __future__ import annotations
 
-import json
 import pickle
 import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from lightning.pytorch import Callback, Trainer
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, Tracing, WeightSync
+from tests.trace_checks import assert_well_formed, load_trace, tracks
 from unilab_lit import tracing
-from unilab_lit.algos.appo import APPO
-from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.algos.offpolicy import OffPolicyOptions
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.metrics import EPISODES
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
-from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.data.inbox import CollectorInbox
-from unilab_lit.data.options import CollectorOptions
-from unilab_lit.data.replay import ReplayDataModule
-from unilab_lit.data.rollout import RolloutDataModule
-from unilab_lit.envs.cartpole import CartpoleSwingup
-from unilab_lit.envs.spec import CRITIC, POLICY
-from unilab_lit.ipc import ReplayStorage, replay_columns
-from unilab_lit.nn.policies import GaussianActor, PolicySpec
 from unilab_lit.trace_file import TraceStore
-
-OBS = CartpoleSwingup.OBS_SIZE
-
-
-# ---------------------------------------------------------------- trace-file checks
-def _load(path: Path) -> dict[str, Any]:
-    def reject(constant: str) -> None:
-        raise ValueError(f"{constant} is not JSON")
-
-    return json.loads(path.read_text(), parse_constant=reject)
-
-
-def _tracks(trace: dict[str, Any]) -> dict[str, set[str]]:
-    """Process name -> names of its thread tracks."""
-    events = trace["traceEvents"]
-    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
-    tracks: dict[str, set[str]] = defaultdict(set)
-    for e in events:
-        if e["name"] == "thread_name":
-            tracks[processes[e["pid"]]].add(e["args"]["name"])
-    return tracks
-
-
-def _names(trace: dict[str, Any], process: str, ph: str) -> set[str]:
-    events = trace["traceEvents"]
-    pids = {
-        e["pid"] for e in events if e["name"] == "process_name" and e["args"]["name"] == process
-    }
-    return {e["name"] for e in events if e["ph"] == ph and e["pid"] in pids}
-
-
-def _assert_well_formed(trace: dict[str, Any]) -> None:
-    """Every span is on a named track; per track, ts never goes back and slices nest."""
-    events = trace["traceEvents"]
-    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
-    per_track: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for e in events:
-        if e["ph"] == "X":
-            assert (e["pid"], e["tid"]) in named, f"span on an unnamed track: {e}"
-            assert e["dur"] >= 0, e
-            # Integer nanoseconds: the file prints exact microseconds with three decimals.
-            begin = round(e["ts"] * 1000)
-            per_track[(e["pid"], e["tid"])].append((begin, begin + round(e["dur"] * 1000)))
-        else:
-            assert e["ph"] in ("M", "C"), e
-    assert per_track, "no spans"
-    for track, spans in per_track.items():
-        open_ends: list[int] = []
-        previous = -1
-        for begin, end in spans:
-            assert begin >= previous, f"timestamps go backwards on track {track}"
-            previous = begin
-            while open_ends and open_ends[-1] <= begin:
-                open_ends.pop()
-            assert not open_ends or end <= open_ends[-1], f"slices overlap on track {track}"
-            open_ends.append(end)
 
 
 # ---------------------------------------------------------------- recorder and store
@@ -198,9 +124,9 @@ def test_written_trace_sorts_each_track_puts_parents_first_and_names_every_track
     store.add(_batch(7, "collector", 70, [("step", 5_000, 6_000), ("pack", 1_500, 2_000)]))
     store.add(_batch(3, "learner", 30, [("child", 1_000, 1_500), ("parent", 1_000, 3_000)]))
     store.add(_batch(3, "learner", 31, [("copy", 1_234, 5_678)]))
-    trace = _load(store.write(tmp_path / "sub" / "trace.json", first_processes=("learner",)))
-    _assert_well_formed(trace)
-    assert _tracks(trace) == {
+    trace = load_trace(store.write(tmp_path / "sub" / "trace.json", first_processes=("learner",)))
+    assert_well_formed(trace)
+    assert tracks(trace) == {
         "learner": {"learner-30", "learner-31"},
         "collector": {"collector-70"},
     }
@@ -223,7 +149,7 @@ def test_written_trace_leaves_out_non_finite_counter_samples(tmp_path):
     recorder.counter("policy_lag", 2.0)
     store = TraceStore(max_events=10)
     store.add(recorder.drain())
-    trace = _load(store.write(tmp_path / "trace.json"))  # strict JSON: no NaN literal
+    trace = load_trace(store.write(tmp_path / "trace.json"))  # strict JSON: no NaN literal
     samples = [e["args"]["value"] for e in trace["traceEvents"] if e["ph"] == "C"]
     assert samples == [2.0]
 
@@ -276,218 +202,3 @@ def test_inbox_counts_messages_its_reader_left_too_long():
     inbox.drain_trace()  # pulls the burst; the metrics reader keeps only the newest 1024
     assert inbox.dropped == 6
     assert inbox.drain_metrics()[0]["count"] == 6
-
-
-# ---------------------------------------------------------------- collector
-def _drain_trace_messages(collector: CollectorProcess) -> list[dict[str, Any]]:
-    return [m for m in collector.drain_metrics() if m["kind"] == tracing.MESSAGE_KIND]
-
-
-def test_collector_records_only_while_switched_on_and_ships_a_final_batch_with_its_pack_track(
-    tmp_path,
-):
-    num_envs, samples = 4, 16
-    replay = ReplayStorage(256, replay_columns(OBS, OBS, 1))
-    link = LockstepLink(samples, replay.width)
-    collector = CollectorProcess(
-        CollectorConfig(
-            task="CartpoleSwingup",
-            num_envs=num_envs,
-            policy=PolicySpec(
-                f"{GaussianActor.__module__}:GaussianActor",
-                {"obs_size": OBS, "action_size": 1, "hidden_dims": [8]},
-            ),
-            writer=OffPolicyWriterSpec(replay.handle(), link.handle()),
-            report_interval_s=0.05,
-        )
-    )
-    try:
-        collector.start(timeout=120)
-        for tick in (1, 2):
-            link.release_steps(tick)
-            collector.wait_for(lambda tick=tick: link.steps_done >= tick, timeout=60)
-        time.sleep(0.15)  # several report intervals
-        assert _drain_trace_messages(collector) == []  # switched off: nothing recorded
-
-        switched_on = time.perf_counter_ns()
-        collector.control.request_trace(True)
-        for tick in range(3, 9):
-            link.release_steps(tick)
-            collector.wait_for(lambda tick=tick: link.steps_done >= tick, timeout=60)
-            link.request_pack(tick, tick % 2, seed=tick)
-            collector.wait_for(lambda tick=tick: link.pack_done(tick), timeout=60)
-        collector.control.request_trace(False)
-        messages = collector.wait_for(lambda: _drain_trace_messages(collector), timeout=30)
-        while not messages[-1]["final"]:
-            messages += collector.wait_for(lambda: _drain_trace_messages(collector), timeout=30)
-        final_received = time.perf_counter_ns()
-        link.release_steps(9)
-        collector.wait_for(lambda: link.steps_done >= 9, timeout=60)
-        time.sleep(0.15)
-        assert _drain_trace_messages(collector) == []  # switched off again
-    finally:
-        collector.stop()
-        replay.unlink()
-        link.unlink()
-
-    store = TraceStore(max_events=100_000)
-    for message in messages:
-        store.add(message["batch"])
-    trace = _load(store.write(tmp_path / "trace.json"))
-    _assert_well_formed(trace)
-    assert _tracks(trace) == {"collector": {"main", "pack"}}
-    spans = _names(trace, "collector", "X")
-    assert {"env_step", "policy_inference", "shm_write", "pack", "wait_for_learner"} <= spans
-    assert {"replay_size", "env_steps_per_s"} <= _names(trace, "collector", "C")
-    # Ticks 3..8 take one vector step each; the step of tick 3 may start before the collector
-    # sees the switch. Everything recorded overlaps the time between switch-on and the final
-    # batch (the wait for tick 3 may have begun before the switch).
-    assert len([e for e in trace["traceEvents"] if e["name"] == "env_step"]) >= 5
-    origin = trace["otherData"]["origin_ns"]
-    for e in trace["traceEvents"]:
-        if e["ph"] in ("X", "C"):
-            begin = origin + round(e["ts"] * 1000)
-            end = begin + round(e.get("dur", 0) * 1000)
-            assert switched_on <= end and begin <= final_received, e
-
-
-# ---------------------------------------------------------------- real fits
-class _RaiseAt(Callback):
-    def __init__(self, batch_idx: int) -> None:
-        self.batch_idx = batch_idx
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if batch_idx == self.batch_idx:
-            raise RuntimeError("boom in on_train_batch_end")
-
-
-def _fit(root: Path, max_steps: int, extra: list[Callback]) -> None:
-    data = RolloutDataModule(
-        CollectorOptions("CartpoleSwingup", 8), num_steps=8, ring_slots=4, staging_capacity=2
-    )
-    spec = data.env_spec
-    model = APPO(
-        spec.obs_sizes[POLICY],
-        spec.obs_sizes[CRITIC],
-        spec.action_size,
-        actor_hidden_dims=[16],
-        critic_hidden_dims=[16],
-        num_learning_epochs=1,
-        num_mini_batches=2,
-    )
-    trainer = Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        log_every_n_steps=1,
-        default_root_dir=root,
-        callbacks=[WeightSync(), ObsNormSync(), EpisodeStatsMonitor(), Tracing(), *extra],
-    )
-    trainer.fit(model, datamodule=data)
-
-
-def test_fit_writes_one_timeline_with_learner_and_collector_tracks_on_one_clock(tmp_path):
-    began = time.perf_counter_ns()
-    _fit(tmp_path, max_steps=3, extra=[])
-    ended = time.perf_counter_ns()
-    assert tracing.current() is None  # the learner stops recording with the fit
-
-    trace = _load(tmp_path / "trace.json")
-    _assert_well_formed(trace)
-    processes = {e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
-    assert len(processes) >= 2
-    assert _tracks(trace) == {"learner": {"main"}, "collector": {"main"}}
-    assert {
-        "wait_for_data",
-        "stage_to_device",
-        "training_step",
-        "backward",
-        "optimizer_step",
-        "WeightSync.publish",
-        "ObsNormSync.publish",
-    } <= _names(trace, "learner", "X")
-    assert {"staging_pool_fill", "policy_lag"} <= _names(trace, "learner", "C")
-    assert {"env_step", "policy_inference", "shm_write", "sync_weights_and_stats"} <= _names(
-        trace, "collector", "X"
-    )
-    assert "env_steps_per_s" in _names(trace, "collector", "C")
-    learner_steps = [e for e in trace["traceEvents"] if e["name"] == "training_step"]
-    assert len(learner_steps) == 3
-    optimizer_steps = [e for e in trace["traceEvents"] if e["name"] == "optimizer_step"]
-    assert len(optimizer_steps) == 3 * 2  # every minibatch step, not only Lightning's
-    # Both processes' events fall inside the fit as the test process's clock saw it.
-    origin = trace["otherData"]["origin_ns"]
-    for e in trace["traceEvents"]:
-        if e["ph"] in ("X", "C"):
-            begin = origin + round(e["ts"] * 1000)
-            assert began <= begin and begin + round(e.get("dur", 0) * 1000) <= ended, e
-
-
-def test_fit_that_raises_still_writes_a_well_formed_trace(tmp_path):
-    with pytest.raises(RuntimeError, match="boom in on_train_batch_end"):
-        _fit(tmp_path, max_steps=10, extra=[_RaiseAt(batch_idx=1)])
-    assert tracing.current() is None
-    trace = _load(tmp_path / "trace.json")
-    _assert_well_formed(trace)
-    assert set(_tracks(trace)) == {"learner", "collector"}
-    assert len([e for e in trace["traceEvents"] if e["name"] == "training_step"]) >= 1
-
-
-def test_offpolicy_fit_adds_the_copier_and_pack_thread_tracks(tmp_path):
-    data = ReplayDataModule(
-        CollectorOptions("CartpoleSwingup", 4, task_kwargs={"max_episode_steps": 50}),
-        batch_size=8,
-        buffer_size=64,
-        learning_starts=4,
-    )
-    spec = data.env_spec
-    model = FastTD3(
-        spec.obs_sizes[POLICY],
-        spec.obs_sizes[CRITIC],
-        spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
-        offpolicy=OffPolicyOptions(num_atoms=11, v_min=-10.0, v_max=10.0, updates_per_step=2),
-    )
-    path = tmp_path / "chosen" / "offpolicy.json"
-    Trainer(
-        max_steps=3,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        callbacks=[WeightSync(), ObsNormSync(), Tracing(path=str(path))],
-    ).fit(model, datamodule=data)
-
-    trace = _load(path)
-    _assert_well_formed(trace)
-    assert _tracks(trace) == {"learner": {"main", "replay-h2d"}, "collector": {"main", "pack"}}
-    assert {
-        "wait_for_data",
-        "request_next_pack",
-        "wait_for_pack",
-        "device_copy",
-        "training_step",
-        "backward",
-        "optimizer_step/0",
-        "optimizer_step/1",
-    } <= _names(trace, "learner", "X")
-    assert {"env_step", "policy_inference", "shm_write", "pack"} <= _names(trace, "collector", "X")
-    assert "replay_size" in _names(trace, "collector", "C")
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"max_events": 0}, "max_events must be >= 1, got 0"),
-        ({"collector_timeout_s": -1.0}, "collector_timeout_s must be >= 0, got -1.0"),
-    ],
-)
-def test_tracing_rejects_out_of_range_arguments_naming_them(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        Tracing(**kwargs)
