@@ -10,7 +10,9 @@ loss coefficients, all read from one config (default ``configs/appo.yaml``):
   ``unilab_lit.envs.rsl_rl_vecenv.RslRlVecEnv``, actor and critic ``MLPModel`` with empirical
   observation normalisation (ours normalises too), logging to a temporary directory.
 
-Each side runs in its own fresh Python process, one after the other. The clock starts when
+Each side runs in its own fresh Python process, one after the other. The rsl_rl side gets the
+config resolved by an untimed process before it (``rsl_rl_setup``), so its start-up is a plain
+rsl_rl script's: torch, rsl_rl and the env, no Lightning. The clock starts when
 training starts (``on_train_start`` / ``runner.learn``) and stops when the mean return of the
 last 100 finished episodes reaches ``--threshold`` (the window both loggers use), or after
 ``--max-seconds``. Env-steps/s are env steps consumed by the learner per second over that time.
@@ -43,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT_PREFIX = "RESULT "
 WINDOW = 100  # finished episodes in the running mean, as rsl_rl's logger and EpisodeStatsMonitor
 SIDES = ("ours", "rsl_rl")
+SETUP = "rsl_rl_setup"  # the untimed child that resolves the config for the rsl_rl side
 
 
 def _cli(config: str, log_dir: str, seed: int):
@@ -104,8 +107,26 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     return stop.result
 
 
+def rsl_rl_setup(config: str, log_dir: str, seed: int) -> dict:
+    """What the rsl_rl side needs from ``config``, resolved through our CLI (JSON-able).
+
+    A process of its own computes it before the timed rsl_rl process starts, so that rsl_rl's
+    start-up does not include importing Lightning, which a plain rsl_rl script never does.
+    """
+    cli = _cli(config, log_dir, seed)
+    data = cli.datamodule
+    options = data.collector
+    return {
+        "train_cfg": rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity),
+        "task": options.task,
+        "num_envs": options.num_envs,
+        "task_kwargs": dict(options.task_kwargs),
+        "physics_threads": options.physics_threads,
+    }
+
+
 def run_rsl_rl(
-    config: str,
+    setup: dict,
     threshold: float,
     max_seconds: float,
     seed: int,
@@ -118,11 +139,8 @@ def run_rsl_rl(
     from unilab_lit.envs import make_env
     from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
 
-    cli = _cli(config, log_dir, seed)
-    data = cli.datamodule
-    train_cfg = rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity)
-    options = data.collector
-    physics_threads = physics_threads or options.physics_threads
+    train_cfg = setup["train_cfg"]
+    physics_threads = physics_threads or setup["physics_threads"]
     torch.manual_seed(seed)
 
     class Stop(Exception):
@@ -147,11 +165,11 @@ def run_rsl_rl(
 
     env = WatchedEnv(
         make_env(
-            options.task,
-            options.num_envs,
+            setup["task"],
+            setup["num_envs"],
             seed=seed,
             num_threads=physics_threads,
-            **options.task_kwargs,
+            **setup["task_kwargs"],
         ),
         seed=seed,
     )
@@ -198,9 +216,11 @@ def _child(args: argparse.Namespace) -> None:
         stack.enter_context(contextlib.redirect_stdout(sink))
         if args.side == "ours":
             result = run_ours(args.config, args.threshold, args.max_seconds, args.seed, log_dir)
+        elif args.side == SETUP:
+            result = rsl_rl_setup(args.config, log_dir, args.seed)
         else:
             result = run_rsl_rl(
-                args.config,
+                json.loads(args.rsl_setup),
                 args.threshold,
                 args.max_seconds,
                 args.seed,
@@ -210,7 +230,10 @@ def _child(args: argparse.Namespace) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def _run_side(side: str, args: argparse.Namespace, seed: int) -> dict:
+def _run_child(
+    side: str, args: argparse.Namespace, seed: int, extra: list[str]
+) -> tuple[dict, float]:
+    """Run one child of this script; its ``RESULT`` and its wall-clock from launch to exit."""
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -219,6 +242,7 @@ def _run_side(side: str, args: argparse.Namespace, seed: int) -> dict:
         f"--threshold={args.threshold}",
         f"--max-seconds={args.max_seconds}",
         f"--seeds={seed}",
+        *extra,
     ]
     for flag, value in (
         ("--rsl-physics-threads", args.rsl_physics_threads),
@@ -236,8 +260,16 @@ def _run_side(side: str, args: argparse.Namespace, seed: int) -> dict:
         raise RuntimeError(
             f"{side} run failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
-    result = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    result["process_seconds"] = time.perf_counter() - began
+    return json.loads(lines[-1][len(RESULT_PREFIX) :]), time.perf_counter() - began
+
+
+def _run_side(side: str, args: argparse.Namespace, seed: int) -> dict:
+    extra = []
+    if side == "rsl_rl":
+        setup, _ = _run_child(SETUP, args, seed, [])
+        extra.append(f"--rsl-setup={json.dumps(setup)}")
+    result, process_seconds = _run_child(side, args, seed, extra)
+    result["process_seconds"] = process_seconds
     result["env_steps_per_s"] = result["env_steps"] / result["seconds"]
     return result
 
@@ -283,7 +315,8 @@ def main() -> None:
     parser.add_argument(
         "--log-dir", default=None, help="keep each run's logs here (default: a temporary dir)"
     )
-    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--side", choices=(*SIDES, SETUP), help=argparse.SUPPRESS)
+    parser.add_argument("--rsl-setup", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0, got {args.max_seconds}")
