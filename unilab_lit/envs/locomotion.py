@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from abc import abstractmethod
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -53,6 +54,8 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
         reset_noise_scale: float,
         seed: int,
         num_threads: int,
+        forward_reward_weight: float,
+        ctrl_cost_weight: float,
     ) -> None:
         if reset_noise_scale < 0:
             raise ValueError(
@@ -71,6 +74,8 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
             num_threads=num_threads,
         )
         self._reset_noise_scale = reset_noise_scale
+        self._forward_reward_weight = forward_reward_weight
+        self._ctrl_cost_weight = ctrl_cost_weight
         self._init_qpos = model.qpos0.copy()
         # gymnasium's dt, computed the same way so velocities agree to the last bit.
         self._dt = model.opt.timestep * frame_skip
@@ -111,12 +116,23 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
 class _HealthyLocomotion(_GymnasiumLocomotion):
     """Tasks paid while healthy whose episodes end once unhealthy (Hopper, Ant, Humanoid).
 
-    Subclasses set ``_healthy_reward`` and ``_terminate_when_unhealthy`` and define
-    :meth:`_is_healthy`.
+    Subclasses define :meth:`_is_healthy` (reading ``_healthy_z_range`` and their own ranges).
     """
 
-    _healthy_reward: float
-    _terminate_when_unhealthy: bool
+    def __init__(
+        self,
+        xml_file: str,
+        num_envs: int,
+        *,
+        healthy_reward: float,
+        terminate_when_unhealthy: bool,
+        healthy_z_range: tuple[float, float],
+        **locomotion: Any,
+    ) -> None:
+        super().__init__(xml_file, num_envs, **locomotion)
+        self._healthy_reward = healthy_reward
+        self._terminate_when_unhealthy = terminate_when_unhealthy
+        self._healthy_z_range = healthy_z_range
 
     @abstractmethod
     def _is_healthy(self) -> np.ndarray:
@@ -185,9 +201,9 @@ class HalfCheetah(_GymnasiumLocomotion):
             reset_noise_scale=reset_noise_scale,
             seed=seed,
             num_threads=num_threads,
+            forward_reward_weight=forward_reward_weight,
+            ctrl_cost_weight=ctrl_cost_weight,
         )
-        self._forward_reward_weight = forward_reward_weight
-        self._ctrl_cost_weight = ctrl_cost_weight
 
     def _compute_obs(self) -> Obs:
         obs = np.concatenate([self.qpos[:, 1:], self.qvel], axis=1).astype(np.float32)
@@ -257,13 +273,13 @@ class Hopper(_HealthyLocomotion):
             reset_noise_scale=reset_noise_scale,
             seed=seed,
             num_threads=num_threads,
+            forward_reward_weight=forward_reward_weight,
+            ctrl_cost_weight=ctrl_cost_weight,
+            healthy_reward=healthy_reward,
+            terminate_when_unhealthy=terminate_when_unhealthy,
+            healthy_z_range=healthy_z_range,
         )
-        self._forward_reward_weight = forward_reward_weight
-        self._ctrl_cost_weight = ctrl_cost_weight
-        self._healthy_reward = healthy_reward
-        self._terminate_when_unhealthy = terminate_when_unhealthy
         self._healthy_state_range = healthy_state_range
-        self._healthy_z_range = healthy_z_range
         self._healthy_angle_range = healthy_angle_range
 
     def _is_healthy(self) -> np.ndarray:

@@ -72,13 +72,13 @@ class Ant(_HealthyLocomotion):
             reset_noise_scale=reset_noise_scale,
             seed=seed,
             num_threads=num_threads,
+            forward_reward_weight=forward_reward_weight,
+            ctrl_cost_weight=ctrl_cost_weight,
+            healthy_reward=healthy_reward,
+            terminate_when_unhealthy=terminate_when_unhealthy,
+            healthy_z_range=healthy_z_range,
         )
-        self._forward_reward_weight = forward_reward_weight
-        self._ctrl_cost_weight = ctrl_cost_weight
         self._contact_cost_weight = contact_cost_weight
-        self._healthy_reward = healthy_reward
-        self._terminate_when_unhealthy = terminate_when_unhealthy
-        self._healthy_z_range = healthy_z_range
         self._contact_force_range = contact_force_range
         self._include_cfrc_ext = include_cfrc_ext_in_observation
         self._xpos = self.batch.bind("xpos")
@@ -206,14 +206,14 @@ class Humanoid(_HealthyLocomotion):
             reset_noise_scale=reset_noise_scale,
             seed=seed,
             num_threads=num_threads,
+            forward_reward_weight=forward_reward_weight,
+            ctrl_cost_weight=ctrl_cost_weight,
+            healthy_reward=healthy_reward,
+            terminate_when_unhealthy=terminate_when_unhealthy,
+            healthy_z_range=healthy_z_range,
         )
-        self._forward_reward_weight = forward_reward_weight
-        self._ctrl_cost_weight = ctrl_cost_weight
         self._contact_cost_weight = contact_cost_weight
         self._contact_cost_range = contact_cost_range
-        self._healthy_reward = healthy_reward
-        self._terminate_when_unhealthy = terminate_when_unhealthy
-        self._healthy_z_range = healthy_z_range
         self._body_mass = self.model.body_mass.copy()
         self._fields = {name: self.batch.bind(name) for name in ("xipos", "cinert", "cvel")}
         self._fields["qfrc_actuator"] = self.batch.bind("qfrc_actuator")
