@@ -141,6 +141,16 @@ def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(tmp_path: Path, m
     assert "world size 2, this job has world size 1" in one_rank.stderr
 
 
+def _assert_job_left_nothing(pids: list[dict], mark: str) -> None:
+    """No process of the job is alive and no rank left a segment in /dev/shm."""
+    deadline = time.monotonic() + 10
+    while processes_with_mark(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with_mark(mark) == [], "processes of the job outlived it"
+    for rank in pids:
+        assert list_segments(rank["rank"]) == [], "shared memory left in /dev/shm"
+
+
 def test_sigkilled_collector_on_rank1_ends_the_job_with_its_error_and_leaves_nothing(
     tmp_path: Path, marked_env
 ):
@@ -153,12 +163,7 @@ def test_sigkilled_collector_on_rank1_ends_the_job_with_its_error_and_leaves_not
     assert ended_at - killed_at < 30, "the job outlived its dead collector"
     assert f"collector (pid {pids[1]['collector']})" in done.stderr
     assert "CollectorError" in done.stderr
-    deadline = time.monotonic() + 10
-    while processes_with_mark(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_with_mark(mark) == [], "processes of the job outlived it"
-    for rank in pids:
-        assert list_segments(rank["rank"]) == [], "shared memory left in /dev/shm"
+    _assert_job_left_nothing(pids, mark)
 
 
 def test_sigint_stops_every_rank_after_the_same_iteration_and_leaves_nothing(
@@ -188,9 +193,4 @@ def test_sigint_stops_every_rank_after_the_same_iteration_and_leaves_nothing(
     assert _identical(rank0["state"], rank1["state"])
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()
     pids = [torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)]
-    deadline = time.monotonic() + 10
-    while processes_with_mark(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_with_mark(mark) == [], "processes of the job outlived it"
-    for rank in pids:
-        assert list_segments(rank["rank"]) == [], "shared memory left in /dev/shm"
+    _assert_job_left_nothing(pids, mark)
