@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from offpolicy_batches import loader, make_trainer
 
+from callbacks import StopCheckpoint
 from unilab_lit import metrics
 from unilab_lit.algos import appo as appo_module
 from unilab_lit.algos.appo import APPO
@@ -115,8 +116,18 @@ def _linear_appo() -> APPO:
     return small_appo(schedule="linear", min_learning_rate=MIN_LR)
 
 
+# Every step, and the shipped configs' StopCheckpoint: periodic saves far apart, last.ckpt at the stop.
+_CHECKPOINTS = {
+    "every_step": lambda d: ModelCheckpoint(dirpath=d, every_n_train_steps=1, save_last=True),
+    "shipped_stop_checkpoint": lambda d: StopCheckpoint(
+        dirpath=d, every_n_train_steps=100, save_last=True
+    ),
+}
+
+
+@pytest.mark.parametrize("checkpointing", list(_CHECKPOINTS))
 def test_linear_schedule_decays_to_min_lr_and_a_resume_continues_the_uninterrupted_rates(
-    tmp_path,
+    tmp_path, checkpointing
 ):
     steps = 6
     torch.manual_seed(0)
@@ -132,7 +143,7 @@ def test_linear_schedule_decays_to_min_lr_and_a_resume_continues_the_uninterrupt
     assert final == pytest.approx(MIN_LR, rel=1e-9)
 
     # The same run stopped after 3 iterations, then resumed from its checkpoint.
-    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_last=True)
+    ckpt = _CHECKPOINTS[checkpointing](tmp_path / "ckpt")
     first = _RecordRates(stop_at=3)
     make_trainer(tmp_path / "first", steps, enable_checkpointing=True, callbacks=[ckpt, first]).fit(
         _linear_appo(), train_dataloaders=loader(RandomBatches())
