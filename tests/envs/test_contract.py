@@ -310,3 +310,19 @@ def test_close_releases_the_batch() -> None:
     env.close()
     with pytest.raises(RuntimeError, match="reset"):
         env.step(np.zeros((2, 1), dtype=np.float32))
+
+
+def test_a_reward_hook_that_drops_a_declared_term_is_named_in_the_error() -> None:
+    class TermlessCartpole(CartpoleSwingup):
+        def _compute_reward(self, actions):
+            reward, terms = super()._compute_reward(actions)
+            return reward, {}
+
+    env = TermlessCartpole(2, seed=0)
+    env.reset(seed=0)
+    missing = env.spec.reward_terms[0]
+    with pytest.raises(
+        KeyError, match=f"TermlessCartpole._compute_reward did not return '{missing}'"
+    ):
+        env.step(np.zeros((2, env.spec.action_size), dtype=np.float32))
+    env.close()

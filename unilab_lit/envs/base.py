@@ -249,10 +249,10 @@ class BatchedMujocoEnv(ABC):
         reward, terms = self._compute_reward(actions)
         terminated = np.asarray(self._compute_terminated(), dtype=bool)
         reward = np.asarray(reward, dtype=np.float64)
-        name, n = type(self).__name__, self.num_envs
-        term_values = columns(terms, self.spec.reward_terms, n, f"{name}._compute_reward")
+        n = self.num_envs
+        term_values = columns(terms, self.spec.reward_terms, n, self, "_compute_reward")
         metrics = self._compute_metrics()
-        metric_values = columns(metrics, self.spec.episode_metrics, n, f"{name}._compute_metrics")
+        metric_values = columns(metrics, self.spec.episode_metrics, n, self, "_compute_metrics")
 
         bad = self._nonfinite_rows(obs, reward, term_values)
         num_bad = int(np.count_nonzero(bad))

@@ -14,18 +14,21 @@ _STATE_KEYS = ("length", "return", "term_sums", "metric_sums")
 
 
 def columns(
-    values: Mapping[str, np.ndarray], names: Sequence[str], num_rows: int, source: str
+    values: Mapping[str, np.ndarray], names: Sequence[str], num_rows: int, owner: object, hook: str
 ) -> np.ndarray:
     """``values[name]`` of each of ``names`` as the columns of one float64 ``[num_rows, names]``.
 
     Raises:
-        KeyError: If ``values`` lacks a name; the message names ``source`` (the hook that
-            returned ``values``) and what it returned.
+        KeyError: If ``values`` lacks a name; the message names the hook that returned
+            ``values`` (``hook`` of ``owner``'s class) and what it returned.
     """
     stacked = np.empty((num_rows, len(names)), dtype=np.float64)
     for column, name in enumerate(names):
         if name not in values:
-            raise KeyError(f"{source} did not return {name!r}; it returned {sorted(values)}")
+            raise KeyError(
+                f"{type(owner).__name__}.{hook} did not return {name!r}; "
+                f"it returned {sorted(values)}"
+            )
         stacked[:, column] = values[name]
     return stacked
 
