@@ -59,10 +59,10 @@ def _deterministic(model) -> Callable[[np.ndarray], np.ndarray]:
 
 
 # The untrained policies earn 0-3.5 (the pole hangs), uniform random actions 14.7. Measured after
-# 1500 iterations on the shared 2-core machine (load 1.5-2.0), 46-55 s per case: FastSAC 102,
-# FastTD3 82 (seed 0, the same to the digit in a rerun). The lock-step pipeline makes a run
-# deterministic per env step, so what varies is the seed and any change to the code: MARGIN
-# leaves room for both.
+# 1500 iterations with the configs' 128 envs on the shared 2-core machine (load 1.6-2.0), ~53 s
+# per case: FastSAC 116, FastTD3 70 (seed 0; with 16 envs they were 102 and 82). The lock-step
+# pipeline makes a run deterministic per env step, so what varies is the seed and any change to
+# the code: MARGIN leaves room for both.
 ITERATIONS = 1500
 MARGIN = 30.0
 
