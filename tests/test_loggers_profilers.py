@@ -9,10 +9,11 @@ import os
 import pytest
 import torch
 import yaml
-from lightning.pytorch import Callback, Trainer
+from lightning.pytorch import Callback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, WeightSync
+from callbacks import EpisodeStatsMonitor
+from tests.collector_fits import collector_trainer
 from tests.test_cli import SMOKE_OVERRIDES, assert_no_leftovers, run_cli
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
@@ -194,13 +195,8 @@ def test_progress_bar_shows_reward_fps_and_lag_counting_iterations_to_max_steps(
         num_mini_batches=2,
     )
     max_steps = 2000  # a bound: the callback stops the run as soon as the bar is complete
-    trainer = Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        callbacks=[WeightSync(), ObsNormSync(), EpisodeStatsMonitor(), _StopWhenShown()],
+    trainer = collector_trainer(
+        max_steps, EpisodeStatsMonitor(), _StopWhenShown(), enable_progress_bar=True
     )
     trainer.fit(model, datamodule=data)
     bar = trainer.progress_bar_callback.train_progress_bar

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightning.pytorch import Callback, Trainer
+from lightning.pytorch import Callback
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, Tracing, WeightSync
+from callbacks import EpisodeStatsMonitor, Tracing
+from tests.collector_fits import collector_trainer
 from tests.trace_checks import assert_well_formed, load_trace, names, tracks
 from unilab_lit import tracing
 from unilab_lit.algos.appo import APPO
@@ -128,16 +129,13 @@ def _fit(root: Path, max_steps: int, extra: list[Callback]) -> None:
         num_learning_epochs=1,
         num_mini_batches=2,
     )
-    trainer = Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+    trainer = collector_trainer(
+        max_steps,
+        EpisodeStatsMonitor(),
+        Tracing(),
+        *extra,
         log_every_n_steps=1,
         default_root_dir=root,
-        callbacks=[WeightSync(), ObsNormSync(), EpisodeStatsMonitor(), Tracing(), *extra],
     )
     trainer.fit(model, datamodule=data)
 
@@ -206,16 +204,9 @@ def test_offpolicy_fit_adds_the_copier_and_pack_thread_tracks(tmp_path):
         offpolicy=OffPolicyOptions(num_atoms=11, v_min=-10.0, v_max=10.0, updates_per_step=2),
     )
     path = tmp_path / "chosen" / "offpolicy.json"
-    Trainer(
-        max_steps=3,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        callbacks=[WeightSync(), ObsNormSync(), Tracing(path=str(path))],
-    ).fit(model, datamodule=data)
+    collector_trainer(3, Tracing(path=str(path)), default_root_dir=tmp_path).fit(
+        model, datamodule=data
+    )
 
     trace = load_trace(path)
     assert_well_formed(trace)

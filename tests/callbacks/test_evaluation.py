@@ -10,7 +10,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from callbacks import ObsNormSync, PolicyEvaluator, WeightSync
+from callbacks import PolicyEvaluator
+from tests.collector_fits import collector_trainer
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.data.options import CollectorOptions
@@ -41,14 +42,13 @@ def _fit(
         num_learning_epochs=1,
         num_mini_batches=1,
     )
-    trainer = Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
+    trainer = collector_trainer(
+        max_steps,
+        evaluator,
+        checkpoint,
         logger=TensorBoardLogger(root, name="run", version=0),
         log_every_n_steps=100,  # Eval/* must reach the logger whatever this says
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[WeightSync(), ObsNormSync(), evaluator, checkpoint],
+        enable_checkpointing=True,
     )
     trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
     return trainer

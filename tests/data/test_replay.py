@@ -14,7 +14,8 @@ import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, WeightSync
+from callbacks import EpisodeStatsMonitor
+from tests.collector_fits import collector_trainer
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import BATCH_KEYS, OffPolicyOptions
 from unilab_lit.collector.process import CollectorError
@@ -78,14 +79,12 @@ def _model(data: ReplayDataModule, cls: type[FastTD3] = RecordingTD3, **kwargs) 
 
 
 def _trainer(tmp_path, max_steps: int, *callbacks: Callback) -> Trainer:
-    return Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+    return collector_trainer(
+        max_steps,
+        EpisodeStatsMonitor(),
+        *callbacks,
+        enable_checkpointing=True,
         default_root_dir=tmp_path,
-        callbacks=[WeightSync(), ObsNormSync(), EpisodeStatsMonitor(), *callbacks],
     )
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from lightning.pytorch import Callback, Trainer
 
-from callbacks import ObsNormSync, WeightSync
+from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
 from unilab_lit.collector.process import CollectorError
 from unilab_lit.data.options import CollectorOptions
@@ -37,15 +37,7 @@ def _build(**collector_kwargs) -> tuple[APPO, RolloutDataModule]:
 
 
 def _trainer(max_steps: int, *extra: Callback) -> Trainer:
-    return Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[WeightSync(), ObsNormSync(), *extra],
-    )
+    return collector_trainer(max_steps, *extra)
 
 
 class _KillCollectorAt(Callback):

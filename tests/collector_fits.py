@@ -1,0 +1,30 @@
+"""A short ``Trainer`` for tests that fit on a real collector subprocess."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning.pytorch import Callback, Trainer
+
+from callbacks import ObsNormSync, WeightSync
+
+_QUIET = {
+    "accelerator": "cpu",
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+}
+
+
+def collector_trainer(max_steps: int, *callbacks: Callback, **kwargs: Any) -> Trainer:
+    """A CPU ``Trainer`` with ``WeightSync`` and ``ObsNormSync`` first, then ``callbacks``.
+
+    No logger, checkpoints, progress bar or model summary unless ``kwargs`` (any ``Trainer``
+    argument) turns them on.
+    """
+    return Trainer(
+        max_steps=max_steps,
+        callbacks=[WeightSync(), ObsNormSync(), *callbacks],
+        **{**_QUIET, **kwargs},
+    )
