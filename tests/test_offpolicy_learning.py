@@ -9,8 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import REPO
+from unilab_lit import metrics
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.envs import make_env
@@ -114,3 +116,11 @@ def test_trained_policy_beats_untrained_and_random_policies_on_cartpole_swingup(
         untrained_return,
         random_return,
     )
+    # The configs' own PolicyEvaluator (every 500 iterations, 10 envs of its own seed) ran in
+    # the fit and reports the same trained policy above the same bar.
+    events = EventAccumulator(str(next(tmp_path.rglob("events.out.tfevents*")).parent))
+    events.Reload()
+    evaluations = events.Scalars(metrics.EVAL_MEAN_REWARD)
+    # Iterations 500, 1000 and 1500 on the loggers' axis (Lightning's step during iteration k).
+    assert [e.step for e in evaluations] == [499, 999, 1499]
+    assert evaluations[-1].value > max(untrained_return, random_return) + MARGIN, evaluations
