@@ -70,7 +70,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     from lightning.pytorch import Callback
 
     from unilab_lit import metrics
-    from unilab_lit.data.link import collector_link
+    from unilab_lit.collector.link import collector_link
 
     class ThresholdStop(Callback):
         """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""

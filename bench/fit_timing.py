@@ -12,8 +12,8 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from unilab_lit import metrics
-from unilab_lit.data.link import collector_link
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.link import collector_link
+from unilab_lit.collector.options import CollectorOptions
 
 _COLLECTOR_KEYS = {field.name for field in CollectorOptions.__dataclass_fields__.values()}
 

@@ -11,8 +11,8 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
 from unilab_lit import metrics as keys
+from unilab_lit.collector.link import collector_link
 from unilab_lit.collector.metrics import EPISODES, TIMING
-from unilab_lit.data.link import collector_link
 from unilab_lit.envs.spec import METRIC_PREFIX
 from unilab_lit.job_metrics import job_values
 from unilab_lit.log_schedule import loggers_write_this_step

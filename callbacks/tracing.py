@@ -13,7 +13,7 @@ from typing_extensions import override
 
 from unilab_lit import metrics as keys
 from unilab_lit import tracing
-from unilab_lit.data.link import CollectorLink, collector_link, has_collector_link
+from unilab_lit.collector.link import CollectorLink, collector_link, has_collector_link
 from unilab_lit.trace_file import TraceStore
 
 log = logging.getLogger(__name__)

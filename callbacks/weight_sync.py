@@ -5,7 +5,7 @@ from __future__ import annotations
 from lightning.pytorch import LightningModule, Trainer
 
 from callbacks._periodic import PeriodicPublisher
-from unilab_lit.data.link import collector_link
+from unilab_lit.collector.link import collector_link
 
 
 class WeightSync(PeriodicPublisher):

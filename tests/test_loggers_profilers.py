@@ -18,7 +18,7 @@ from tests.test_cli import SMOKE_OVERRIDES, assert_no_leftovers, run_cli
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.cli import UnilabCLI
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 

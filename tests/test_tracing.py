@@ -14,8 +14,8 @@ import pytest
 
 from tests.trace_checks import assert_well_formed, load_trace, tracks
 from unilab_lit import tracing
+from unilab_lit.collector.inbox import CollectorInbox
 from unilab_lit.collector.metrics import EPISODES
-from unilab_lit.data.inbox import CollectorInbox
 from unilab_lit.trace_file import TraceStore
 
 

@@ -20,7 +20,7 @@ import yaml
 from lightning.pytorch import LightningModule
 
 from unilab_lit.cli_io import one_line
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import EnvSpec
 from unilab_lit.resume import newest_last_checkpoint

@@ -19,7 +19,7 @@ from callbacks import StopCheckpoint
 from unilab_lit import metrics
 from unilab_lit.algos import appo as appo_module
 from unilab_lit.algos.appo import APPO
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.export import export_policy
 from unilab_lit.trained_run import TrainedRun

@@ -14,7 +14,7 @@ from callbacks import PolicyEvaluator
 from tests.collector_fits import collector_trainer
 from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 
 TASK_KWARGS = {"max_episode_steps": 20}

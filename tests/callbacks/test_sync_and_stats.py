@@ -12,7 +12,7 @@ from torch import nn
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
 from unilab_lit.nn.normalization import ObsNormalizer

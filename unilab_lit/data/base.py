@@ -14,14 +14,14 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import distributed
+from unilab_lit.collector.link import CollectorLink
+from unilab_lit.collector.memory_plan import check_memory_plan
+from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.session import CollectorSession
+from unilab_lit.collector.threads import limit_learner_threads
+from unilab_lit.collector.transport import Transport
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
-from unilab_lit.data.link import CollectorLink
-from unilab_lit.data.memory_plan import check_memory_plan
 from unilab_lit.data.model_check import require_dataloader_iter
-from unilab_lit.data.options import CollectorOptions
-from unilab_lit.data.session import CollectorSession
-from unilab_lit.data.threads import limit_learner_threads
-from unilab_lit.data.transport import Transport
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners

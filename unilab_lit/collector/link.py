@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class CollectorLink(Protocol):
     """The learner's side of one running collector, as callbacks see it.
 
-    ``unilab_lit.data.session.CollectorSession`` implements it; a data module hands it out as
+    ``unilab_lit.collector.session.CollectorSession`` implements it; a data module hands it out as
     its ``collector_link`` between ``setup("fit")`` and ``teardown``.
     """
 

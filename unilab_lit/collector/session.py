@@ -11,14 +11,14 @@ import torch
 from torch import nn
 
 from unilab_lit import distributed, tracing
+from unilab_lit.collector import state as collector_state
 from unilab_lit.collector.config import CollectorConfig, PolicyBuilder
+from unilab_lit.collector.inbox import CollectorInbox
+from unilab_lit.collector.memory_plan import check_memory_plan
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
-from unilab_lit.data import collector_state
+from unilab_lit.collector.transport import Transport, unlink_blocks
 from unilab_lit.data.feed_stats import FeedStats
-from unilab_lit.data.inbox import CollectorInbox
-from unilab_lit.data.memory_plan import check_memory_plan
-from unilab_lit.data.options import CollectorOptions
-from unilab_lit.data.transport import Transport, unlink_blocks
 from unilab_lit.ipc.obs_stats import SharedObsStats
 from unilab_lit.ipc.reclaim import collector_dir_prefix
 from unilab_lit.ipc.replay import ReplayStorage
@@ -33,7 +33,7 @@ class CollectorSession:
     :meth:`start` checks the memory plan, allocates ``SharedWeights`` (sized for ``policy``),
     ``SharedObsStats``, the data module's ``transport`` and a private state directory, and
     starts the collector; :meth:`stop` stops it and unlinks every block, on every exit path.
-    In between the session is the data module's :class:`~unilab_lit.data.link.CollectorLink`:
+    In between the session is the data module's :class:`~unilab_lit.collector.link.CollectorLink`:
     callbacks publish weights and statistics through it, drain its metrics and trace
     batches, and read the counters of the data set attached with :meth:`attach_feed`.
 
