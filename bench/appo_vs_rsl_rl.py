@@ -80,7 +80,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
 
         def on_train_start(self, trainer, pl_module) -> None:
             self.began = time.perf_counter()
-            self.steps0 = collector_link(trainer).env_steps
+            self.steps0 = collector_link(trainer).feed.env_steps
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             elapsed = time.perf_counter() - self.began
@@ -92,11 +92,11 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
                 self.result = {
                     "reached": reached,
                     "seconds": elapsed,
-                    "env_steps": collector_link(trainer).env_steps - self.steps0,
+                    "env_steps": collector_link(trainer).feed.env_steps - self.steps0,
                     "iterations": trainer.global_step,
                     "mean_return": mean_return,
                     "collector_fps": None if collection is None else float(collection),
-                    "ring_dropped": collector_link(trainer).ring_dropped,
+                    "ring_dropped": collector_link(trainer).transport.dropped,
                 }
                 trainer.should_stop = True
 

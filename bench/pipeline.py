@@ -76,18 +76,12 @@ def collector_alone(cli, seconds: float) -> dict:
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(
-            task=options.task,
-            num_envs=options.num_envs,
+            options,
             policy=model.collector_policy_spec(),
             writer=AppoWriterSpec(ring=ring.handle(), num_steps=data.num_steps),
-            seed=options.seed,
-            env_kwargs=options.task_kwargs,
-            physics_threads=options.physics_threads,
-            torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),
             obs_norm_eps=model.obs_normalizer.eps,
             obs_norm_clip=model.obs_normalizer.clip,
-            stall_timeout_s=options.stall_timeout_s,
         )
     )
     dest = {name: torch.empty(shape, dtype=dtype) for name, (shape, dtype) in fields.items()}

@@ -9,7 +9,7 @@ Both measurements use one config (default ``configs/fast_td3.yaml``) with the sa
   The policy is frozen (nobody publishes weights).
 - fit: ``Trainer.fit`` of the config (``ReplayDataModule``, its callbacks and logger), timed
   after the first iteration. Per iteration: its wall time (batch start to batch end) and the
-  part spent waiting in the pipeline for the batch (``CollectorLink.last_wait_s``).
+  part spent waiting in the pipeline for the batch (``FeedStats.last_wait_s``).
 
 Printed: learner iterations/s; the wait-for-batch share of an iteration (total wait over total
 iteration time; target <= 5% when the learner is the bottleneck, i.e. when its own time per
@@ -79,18 +79,12 @@ def collector_alone(cli, seconds: float) -> dict:
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(
-            task=options.task,
-            num_envs=options.num_envs,
+            options,
             policy=model.collector_policy_spec(),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), data.env_steps_per_sync),
-            seed=options.seed,
-            env_kwargs=options.task_kwargs,
-            physics_threads=options.physics_threads,
-            torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),
             obs_norm_eps=model.obs_normalizer.eps,
             obs_norm_clip=model.obs_normalizer.clip,
-            stall_timeout_s=options.stall_timeout_s,
         )
     )
     pipeline = None

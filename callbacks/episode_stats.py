@@ -63,32 +63,33 @@ class EpisodeStatsMonitor(Callback):
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fit_began = time.perf_counter()
-        self._fit_env_steps0 = collector_link(trainer).env_steps
+        self._fit_env_steps0 = collector_link(trainer).feed.env_steps
 
     @override
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_began = time.perf_counter()
-        self._batch_env_steps0 = collector_link(trainer).env_steps
+        self._batch_env_steps0 = collector_link(trainer).feed.env_steps
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         link = collector_link(trainer)
-        for message in link.drain_metrics():
+        for message in link.inbox.drain_metrics():
             self._absorb(message)
         now = time.perf_counter()
-        env_steps = link.env_steps
+        feed = link.feed
+        env_steps = feed.env_steps
         values = {
             keys.ENV_STEPS: float(env_steps),
-            keys.LEARNED_ENV_STEPS: float(link.learned_env_steps),
+            keys.LEARNED_ENV_STEPS: float(feed.learned_env_steps),
             keys.NONFINITE_RESETS: float(self._nonfinite_resets),
-            keys.RING_DROPPED: float(link.ring_dropped),
-            keys.METRICS_DROPPED: float(link.metrics_dropped),
+            keys.RING_DROPPED: float(link.transport.dropped),
+            keys.METRICS_DROPPED: float(link.inbox.dropped),
         }
-        learn_s = now - self._batch_began - link.last_wait_s
+        learn_s = now - self._batch_began - feed.last_wait_s
         if learn_s > 0:
             values[keys.LEARN_FPS] = (env_steps - self._batch_env_steps0) / learn_s
         if now > self._fit_began:

@@ -148,8 +148,8 @@ class PolicyEvaluator(Callback):
         if self.task is not None:
             task, task_kwargs = self.task, dict(self.task_kwargs)
         else:
-            link = collector_link(trainer)
-            task, task_kwargs = link.task, link.task_kwargs
+            options = collector_link(trainer).options
+            task, task_kwargs = options.task, dict(options.task_kwargs)
         if self.every_n_video_steps is not None and task.startswith(GYM_PREFIX):
             # gymnasium envs render only in the mode they were made with.
             env_kwargs = {**task_kwargs.get("env_kwargs", {}), "render_mode": "rgb_array"}

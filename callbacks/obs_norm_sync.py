@@ -20,6 +20,6 @@ class ObsNormSync(PeriodicPublisher):
     """
 
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        collector_link(trainer).publish_obs_stats(
+        collector_link(trainer).obs_stats.publish_normalizer(
             pl_module.obs_normalizer, version=trainer.global_step
         )

@@ -78,13 +78,15 @@ class RLCheckpoint(Callback):
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if self.save_replay and collector_link(trainer).replay is None:
+        if self.save_replay and collector_link(trainer).transport.replay is None:
             raise ValueError(
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
             )
         if self.save_replay and stage == "fit":
-            self._check_sidecar_disk(collector_link(trainer).replay, self._sidecar_dir(trainer))
+            self._check_sidecar_disk(
+                collector_link(trainer).transport.replay, self._sidecar_dir(trainer)
+            )
 
     def _check_sidecar_disk(self, replay: Any, directory: Path) -> None:
         """Refuse a run whose replay sidecars cannot fit on the checkpoint disk.
@@ -123,7 +125,7 @@ class RLCheckpoint(Callback):
         own = checkpoint["callbacks"][self.state_key]
         own["logger_versions"] = [_version(logger) for logger in trainer.loggers]
         own["run"] = {
-            "task": collector_link(trainer).task,
+            "task": collector_link(trainer).options.task,
             "world_size": trainer.world_size,
         }
         if self.save_replay:
@@ -191,7 +193,7 @@ class RLCheckpoint(Callback):
 
 
 def _replay(trainer: Trainer) -> ReplayStorage:
-    replay = collector_link(trainer).replay
+    replay = collector_link(trainer).transport.replay
     assert replay is not None  # checked in setup
     return replay
 

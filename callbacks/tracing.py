@@ -144,7 +144,7 @@ class Tracing(Callback):
         tracing.install(self._recorder)
         if has_collector_link(trainer):
             self._link = collector_link(trainer)
-            self._link.start_trace()
+            self._link.inbox.start_trace()
         else:
             log.info(
                 "Tracing: the data module runs no collector; the trace has learner tracks only"
@@ -185,7 +185,10 @@ class Tracing(Callback):
             self._store.add(self._recorder.drain())
         link = self._link
         if link is not None:
-            batches = link.stop_trace(self.collector_timeout_s) if final else link.drain_trace()
+            inbox = link.inbox
+            batches = (
+                inbox.stop_trace(self.collector_timeout_s) if final else inbox.drain_trace()[0]
+            )
             for batch in batches:
                 self._store.add(batch)
 

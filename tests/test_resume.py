@@ -64,11 +64,11 @@ class _FirstPublish(Callback):
     """Records what the collector can read right after the publishers' ``on_train_start``."""
 
     def on_train_start(self, trainer, pl_module) -> None:
-        session = trainer.datamodule.session
+        link = trainer.datamodule.collector_link
         actor = pl_module.collector_policy_spec().build()
-        self.weights_version = session.shared_weights.load_module_if_newer(actor, NOT_PUBLISHED)
+        self.weights_version = link.weights.load_module_if_newer(actor, NOT_PUBLISHED)
         self.actor_state = {k: v.clone() for k, v in actor.state_dict().items()}
-        self.obs_stats = session.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
+        self.obs_stats = link.obs_stats.read_if_newer(NOT_PUBLISHED)
 
 
 class _LagRecorder(Callback):

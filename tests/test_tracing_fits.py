@@ -45,8 +45,7 @@ def test_collector_records_only_while_switched_on_and_ships_a_final_batch_with_i
     link = LockstepLink(samples, replay.width)
     collector = CollectorProcess(
         CollectorConfig(
-            task="CartpoleSwingup",
-            num_envs=num_envs,
+            CollectorOptions("CartpoleSwingup", num_envs),
             policy=PolicySpec(
                 f"{GaussianActor.__module__}:GaussianActor",
                 {"obs_size": OBS, "action_size": 1, "hidden_dims": [8]},

@@ -105,7 +105,7 @@ def _run(
         config = pickle.loads(config_bytes)
         import torch
 
-        torch.set_num_threads(config.torch_threads)
+        torch.set_num_threads(config.options.collector_torch_threads)
         from unilab_lit.collector.loop import build_loop
 
         imported = time.monotonic()

@@ -2,75 +2,45 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from lightning.pytorch import Trainer
-    from torch import nn
 
-    from unilab_lit.ipc.replay import ReplayStorage
-    from unilab_lit.nn.normalization import ObsNormalizer
-    from unilab_lit.tracing import TraceBatch
+    from unilab_lit.collector.inbox import CollectorInbox
+    from unilab_lit.collector.options import CollectorOptions
+    from unilab_lit.collector.transport import Transport
+    from unilab_lit.data.feed_stats import FeedStats
+    from unilab_lit.ipc.obs_stats import SharedObsStats
+    from unilab_lit.ipc.weights import SharedWeights
 
 
-class CollectorLink(Protocol):
-    """The learner's side of one running collector, as callbacks see it.
+@dataclass
+class CollectorLink:
+    """The learner's side of one running collector, as callbacks see it: its collaborators.
 
-    ``unilab_lit.collector.session.CollectorSession`` implements it; a data module hands it out as
-    its ``collector_link`` between ``setup("fit")`` and ``teardown``.
+    A ``CollectorSession`` builds it when it starts the collector; a data module hands it out
+    as its ``collector_link`` between ``setup("fit")`` and ``teardown``.
+
+    Attributes:
+        options: The collector's options (``task``, ``task_kwargs``, ``num_envs``, ...).
+        weights: The block ``WeightSync`` publishes the collector policy into.
+        obs_stats: The block ``ObsNormSync`` publishes the observation statistics into.
+        inbox: The collector's metrics messages and trace batches, its trace switch, and the
+            messages lost because the learner drained too late (``dropped``).
+        transport: The data blocks: rollouts overwritten unread (``dropped``) and the shared
+            replay (``replay``, ``None`` for on-policy data).
+        feed: Counters of the data set that delivers the batches (env steps behind them,
+            those trained on, the latest wait); replaced when a new data set attaches.
     """
 
-    @property
-    def task(self) -> str:
-        """The registered task the collector steps."""
-
-    @property
-    def task_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments the collector's task was built with."""
-
-    @property
-    def env_steps(self) -> int:
-        """Collector env steps behind every batch delivered so far (restored on resume)."""
-
-    @property
-    def learned_env_steps(self) -> int:
-        """Of :attr:`env_steps`, those in the batches the learner trained on (APPO's staging
-        pool keeps only the newest rollouts of those it drains at once)."""
-
-    @property
-    def last_wait_s(self) -> float:
-        """Seconds the learner waited for its latest batch."""
-
-    @property
-    def ring_dropped(self) -> int:
-        """Rollouts the collector overwrote before the learner read them (0 without a ring)."""
-
-    @property
-    def metrics_dropped(self) -> int:
-        """Collector messages lost because the learner drained too late."""
-
-    @property
-    def replay(self) -> ReplayStorage | None:
-        """The shared replay the collector writes into (``None`` for on-policy data)."""
-
-    def publish_weights(self, policy: nn.Module, version: int) -> None:
-        """Hand ``policy``'s parameters to the collector as ``version``."""
-
-    def publish_obs_stats(self, normalizer: ObsNormalizer, version: int) -> None:
-        """Hand ``normalizer``'s statistics to the collector as ``version``."""
-
-    def drain_metrics(self) -> list[dict[str, Any]]:
-        """Metrics messages (episodes, timing) the collector sent since the last call."""
-
-    def start_trace(self) -> None:
-        """Ask the collector to record trace spans and ship them."""
-
-    def drain_trace(self) -> list[TraceBatch]:
-        """Trace batches the collector sent since the last call."""
-
-    def stop_trace(self, timeout_s: float) -> list[TraceBatch]:
-        """Ask the collector to stop recording; every batch not drained yet, its last one
-        included if it arrives within ``timeout_s``."""
+    options: CollectorOptions
+    weights: SharedWeights
+    obs_stats: SharedObsStats
+    inbox: CollectorInbox
+    transport: Transport
+    feed: FeedStats
 
 
 def collector_link(trainer: Trainer) -> CollectorLink:

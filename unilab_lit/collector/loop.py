@@ -366,14 +366,15 @@ def build_loop(
     config: CollectorConfig, control: ControlBlock, metrics: MetricsChannel
 ) -> CollectorLoop:
     """Build policy, env, receivers and writer in the collector process."""
-    torch.manual_seed(config.seed)
+    options, seed = config.options, config.seed
+    torch.manual_seed(seed)
     policy = config.policy.build().eval()
     env = make_env(
-        config.task,
-        config.num_envs,
-        seed=config.seed,
-        num_threads=config.physics_threads,
-        **config.env_kwargs,
+        options.task,
+        options.num_envs,
+        seed=seed,
+        num_threads=options.physics_threads,
+        **options.task_kwargs,
     )
     try:
         writer = config.writer.build(env.spec)

@@ -221,10 +221,10 @@ class CollectorProcess:
         self._raise_if_failed_or_dead()
         if self.control.state == READY:
             stalled = self.control.seconds_since_heartbeat()
-            if stalled > self.config.stall_timeout_s:
+            if stalled > self.config.options.stall_timeout_s:
                 raise CollectorError(
                     f"collector (pid {self.pid}) made no progress for {stalled:.1f} s "
-                    f"(stall_timeout_s={self.config.stall_timeout_s}); it is alive but stuck "
+                    f"(stall_timeout_s={self.config.options.stall_timeout_s}); it is alive but stuck "
                     f"while {self.control.phase_name}"
                 )
 
