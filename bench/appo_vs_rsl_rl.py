@@ -50,7 +50,7 @@ SETUP = "rsl_rl_setup"  # the untimed child that resolves the config for the rsl
 
 def _cli(config: str, log_dir: str, seed: int):
     """Our CLI, parsed and instantiated (model, data module, trainer) but not run."""
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     return UnilabCLI(
         args=[
@@ -69,8 +69,8 @@ def _cli(config: str, log_dir: str, seed: int):
 def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
     from lightning.pytorch import Callback
 
-    from unilab_lit import metrics
     from unilab_lit.collector.link import collector_link
+    from unilab_lit.telemetry import metrics
 
     class ThresholdStop(Callback):
         """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""

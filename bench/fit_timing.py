@@ -11,9 +11,9 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from unilab_lit import metrics
 from unilab_lit.collector.link import collector_link
 from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.telemetry import metrics
 
 _COLLECTOR_KEYS = {field.name for field in CollectorOptions.__dataclass_fields__.values()}
 

@@ -34,7 +34,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
     from fit_timing import data_overrides
 
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     overrides = [
         f"--trainer.logger.init_args.save_dir={log_dir}",

@@ -35,7 +35,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
     from fit_timing import data_overrides
 
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     overrides = [
         f"--trainer.logger.init_args.save_dir={log_dir}",
@@ -67,7 +67,7 @@ def collector_alone(cli, seconds: float) -> dict:
     from unilab_lit.data.double_buffer import DoubleBufferPipeline
     from unilab_lit.envs.spec import CRITIC, POLICY
     from unilab_lit.ipc.obs_stats import SharedObsStats
-    from unilab_lit.ipc.replay import ReplayStorage, replay_columns
+    from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns
 
     data, model = cli.datamodule, cli.model
     options, spec = data.collector, data.env_spec

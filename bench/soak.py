@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHM_DIR = Path("/dev/shm")
 MIB = 1024 * 1024
 CONFIGS = {"appo": "configs/appo.yaml", "fast_sac": "configs/fast_sac.yaml"}
-# Metric keys read from the CSV logger's file (unilab_lit.metrics, spelled once here because
+# Metric keys read from the CSV logger's file (unilab_lit.telemetry.metrics, spelled once here because
 # the bench imports nothing of the package).
 ENV_STEPS_KEY = "Train/env_steps"
 POLICY_LAG_KEY = "Policy/lag"

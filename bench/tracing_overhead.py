@@ -38,7 +38,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
     from fit_timing import data_overrides
 
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     overrides = [
         f"--trainer.logger.init_args.save_dir={log_dir}",
@@ -115,7 +115,7 @@ def _learner_events_per_step(path: str) -> float:
 
 def micro_costs() -> dict:
     """In-process costs: a learner span, and one collector step's five phases."""
-    from unilab_lit import tracing
+    from unilab_lit.telemetry import tracing
 
     n = 20_000
     recorder = tracing.TraceRecorder("bench")

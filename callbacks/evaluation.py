@@ -10,11 +10,16 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.compat.proto.summary_pb2 import Summary
 from typing_extensions import override
 
-from unilab_lit import metrics, tracing, video
+from unilab_lit.app.policy_episodes import (
+    EpisodeResults,
+    FrameRecording,
+    policy_actions,
+    run_episodes,
+)
 from unilab_lit.collector.link import collector_link
 from unilab_lit.envs import GYM_PREFIX, make_env
-from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
-from unilab_lit.lightning_compat import logger_step, write_tensorboard_summary
+from unilab_lit.telemetry import metrics, tracing, video
+from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary
 
 log = logging.getLogger(__name__)
 

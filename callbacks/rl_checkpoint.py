@@ -17,7 +17,7 @@ from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
-from unilab_lit.ipc.replay import ReplayStorage
+from unilab_lit.ipc.replay_storage import ReplayStorage
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class RLCheckpoint(Callback):
     - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
       the same run directory.
     - the run's identity (the data module's task, the world size), which ``cli.py fit
-      --ckpt_path`` compares with the configuration before it starts (``unilab_lit.resume``).
+      --ckpt_path`` compares with the configuration before it starts (``unilab_lit.app.resume``).
 
     Args:
         save_replay: Save and restore the data module's ``replay`` (off-policy data modules).

@@ -23,16 +23,16 @@ from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
-from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import OffPolicyOptions
+from unilab_lit.app.resume import continue_run_directory
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
-from unilab_lit.resume import continue_run_directory
+from unilab_lit.telemetry import metrics
 
 N = 4
 NUM_ENVS, NUM_STEPS = 8, 8

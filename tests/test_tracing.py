@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from tests.trace_checks import assert_well_formed, load_trace, tracks
-from unilab_lit import tracing
+from unilab_lit.collector.channel import EPISODES
 from unilab_lit.collector.inbox import CollectorInbox
-from unilab_lit.collector.metrics import EPISODES
-from unilab_lit.trace_file import TraceStore
+from unilab_lit.telemetry import tracing
+from unilab_lit.telemetry.trace_file import TraceStore
 
 
 # ---------------------------------------------------------------- recorder and store

@@ -12,7 +12,6 @@ from lightning.pytorch import Callback
 from callbacks import EpisodeStatsMonitor, Tracing
 from tests.collector_fits import collector_trainer
 from tests.trace_checks import assert_well_formed, load_trace, names, tracks
-from unilab_lit import tracing
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import OffPolicyOptions
@@ -27,7 +26,8 @@ from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.ipc import ReplayStorage, replay_columns
 from unilab_lit.nn.policies import GaussianActor, PolicySpec
-from unilab_lit.trace_file import TraceStore
+from unilab_lit.telemetry import tracing
+from unilab_lit.telemetry.trace_file import TraceStore
 
 OBS = CartpoleSwingup.OBS_SIZE
 

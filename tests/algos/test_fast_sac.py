@@ -21,11 +21,11 @@ from offpolicy_batches import (
 )
 from tensordict import TensorDict
 
-from unilab_lit import metrics
 from unilab_lit.algos.c51 import expected_value
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
+from unilab_lit.telemetry import metrics
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from callbacks import EpisodeStatsMonitor, InterruptGuard, ObsNormSync, RLCheckpoint, WeightSync  # noqa: E402
 from tests.test_resume import _build as build_appo  # noqa: E402
 from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
-from unilab_lit import metrics  # noqa: E402
 from unilab_lit.algos.appo import APPO  # noqa: E402
 from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
+from unilab_lit.telemetry import metrics  # noqa: E402
 
 
 def build(algo: str):

@@ -11,7 +11,7 @@ from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from tensordict import TensorDict
 from torch import nn
 
-from unilab_lit import distributed, metrics
+from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.functional import all_finite, mean_terms, polyak_update
 from unilab_lit.algos.ppo_losses import (
@@ -34,6 +34,7 @@ from unilab_lit.nn.value_normalization import (
     ValueNormalization,
     ValueNormalizer,
 )
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 _UPDATES = "updates"

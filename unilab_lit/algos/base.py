@@ -10,12 +10,15 @@ from lightning.pytorch import Callback
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
 
-from unilab_lit import distributed, metrics
+from unilab_lit import distributed
 from unilab_lit.algos.data_parallel import DataParallelHooks
 from unilab_lit.algos.nonfinite import NonfiniteGuard
-from unilab_lit.log_schedule import loggers_write_this_step
+from unilab_lit.collector.obs_norm_sync import ObsNormSync
+from unilab_lit.collector.weight_sync import WeightSync
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.nn.policies import PolicySpec
+from unilab_lit.telemetry import metrics
+from unilab_lit.telemetry.log_schedule import loggers_write_this_step
 from unilab_lit.validation import check_arg
 
 
@@ -130,10 +133,6 @@ class RLAlgorithm(DataParallelHooks, ABC):
         """
         if self.trainer.datamodule is None:
             return []
-        # callbacks/ is the layer above this package (it reads the data module and the
-        # collector); importing it at call time keeps unilab_lit importable on its own.
-        from callbacks import ObsNormSync, WeightSync
-
         present = self.trainer.callbacks
         return [
             required()

@@ -10,7 +10,6 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from torch import nn
 
-from unilab_lit import metrics
 from unilab_lit.algos.offpolicy import (
     TEMPERATURE,
     Minibatch,
@@ -20,6 +19,7 @@ from unilab_lit.algos.offpolicy import (
 from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
 from unilab_lit.nn.policies import Activation, NormalizedPolicy, PolicySpec
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 

@@ -9,11 +9,11 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from torch import nn
 
-from unilab_lit import metrics
 from unilab_lit.algos.offpolicy import Minibatch, OffPolicyLearner, OffPolicyOptions
 from unilab_lit.algos.optimizers import FastTD3AdamW
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
 from unilab_lit.nn.policies import Activation, NormalizedPolicy, PolicySpec
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 

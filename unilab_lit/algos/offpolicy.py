@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
 
-from unilab_lit import distributed, metrics
+from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.c51 import (
     categorical_projection,
@@ -23,6 +23,7 @@ from unilab_lit.algos.c51 import (
 from unilab_lit.algos.functional import all_finite, bootstrap_mask, mean_terms, polyak_update
 from unilab_lit.nn.offpolicy_nets import TwinDistributionalCritic
 from unilab_lit.nn.policies import Activation
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 BATCH_KEYS = (

@@ -7,11 +7,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from unilab_lit import tracing
+from unilab_lit.telemetry import tracing
 
 if TYPE_CHECKING:
+    from unilab_lit.collector.channel import MetricsChannel
     from unilab_lit.collector.control import ControlBlock
-    from unilab_lit.collector.metrics import MetricsChannel
 
 # Messages held for a reader that has not drained yet (drop-oldest beyond, like the channel).
 _INBOX_MESSAGES = 1024

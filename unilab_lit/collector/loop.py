@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from unilab_lit import tracing
 from unilab_lit.collector import snapshot
+from unilab_lit.collector.channel import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.control import (
     STEPPING,
     WAITING_FOR_LEARNER,
     WAITING_FOR_WEIGHTS,
     ControlBlock,
 )
-from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.writer import Transition, Writer
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.nn.normalization import normalize
+from unilab_lit.telemetry import tracing
 
 if TYPE_CHECKING:
     from torch import nn

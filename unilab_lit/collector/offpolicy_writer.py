@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import torch
 
-from unilab_lit import tracing
 from unilab_lit.collector.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
 from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.ipc.replay import ReplayStorage, ReplayStorageHandle, replay_columns
+from unilab_lit.ipc.replay_storage import ReplayStorage, ReplayStorageHandle, replay_columns
+from unilab_lit.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 

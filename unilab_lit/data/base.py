@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
@@ -21,7 +22,6 @@ from unilab_lit.collector.session import CollectorSession
 from unilab_lit.collector.threads import limit_learner_threads
 from unilab_lit.collector.transport import Transport
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
-from unilab_lit.data.model_check import require_dataloader_iter
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners
@@ -186,7 +186,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _start_collector(self, model: LightningModule) -> None:
-        require_dataloader_iter(model, type(self).__name__)
+        self._require_dataloader_iter(model)
         limit_learner_threads(self.collector, distributed.ranks_per_node(self.trainer))
         session = CollectorSession(
             self.collector,
@@ -202,6 +202,22 @@ class CollectorDataModule(LightningDataModule, ABC):
         )
         self._collector_state = None
         self._session = session
+
+    def _require_dataloader_iter(self, model: LightningModule) -> None:
+        """Refuse a model whose ``training_step`` does not take ``dataloader_iter``.
+
+        Lightning's default loop fetches a batch before ``on_train_start`` (the collector waits
+        for that first weights publish: a deadlock until ``data_timeout_s``) and one batch ahead
+        after it (a replay item's device slot is refilled by the next fetch).
+
+        Raises:
+            ValueError: naming the model and the data module.
+        """
+        if not is_param_in_hook_signature(model.training_step, "dataloader_iter", explicit=True):
+            raise ValueError(
+                f"{type(model).__name__}.training_step must take `dataloader_iter` to train "
+                f"from {type(self).__name__}: the default loop fetches one batch ahead"
+            )
 
     def _stop_collector(self) -> None:
         if self._session is not None:

@@ -21,7 +21,7 @@ from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.double_buffer import DoubleBufferPipeline
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.ipc.replay import ReplayStorage, replay_columns
+from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from mujoco import batch as mj_batch
 from unilab_lit.envs.episodes import EpisodeTotals, columns
 from unilab_lit.envs.render import CachedFrameRenderer
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.log_limits import RateLimitFilter
+from unilab_lit.telemetry.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
 # An env (or a learner) that keeps failing would print one line per step; counters keep the total.

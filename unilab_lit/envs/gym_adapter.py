@@ -16,7 +16,7 @@ from gymnasium.vector.utils import iterate
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.episodes import EpisodeTotals
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.log_limits import RateLimitFilter
+from unilab_lit.telemetry.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
 # An env (or a learner) that keeps failing would print one line per step; counters keep the total.

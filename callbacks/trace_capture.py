@@ -11,10 +11,10 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from torch.utils.hooks import RemovableHandle
 from typing_extensions import override
 
-from unilab_lit import metrics as keys
-from unilab_lit import tracing
 from unilab_lit.collector.link import CollectorLink, collector_link, has_collector_link
-from unilab_lit.trace_file import TraceStore
+from unilab_lit.telemetry import metrics as keys
+from unilab_lit.telemetry import tracing
+from unilab_lit.telemetry.trace_file import TraceStore
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ _DRAIN_EVENTS = 4096
 class Tracing(Callback):
     """Writes a Chrome/Perfetto trace-event JSON with the learner's and the collector's tracks.
 
-    While fitting, the learner process records into a ``unilab_lit.tracing.TraceRecorder``
+    While fitting, the learner process records into a ``unilab_lit.telemetry.tracing.TraceRecorder``
     installed as the process's current recorder, so library code adds its own spans
     (``wait_for_data`` and ``stage_to_device`` in the data set, ``WeightSync.publish``, a
     pipeline thread's copies). This callback adds ``training_step`` (from

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from lightning.pytorch import LightningModule, Trainer
 
-from callbacks._periodic import PeriodicPublisher
 from unilab_lit.collector.link import collector_link
+from unilab_lit.collector.publisher import PeriodicPublisher
 
 
 class WeightSync(PeriodicPublisher):

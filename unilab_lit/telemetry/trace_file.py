@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from unilab_lit.tracing import TraceBatch
+from unilab_lit.telemetry.tracing import TraceBatch
 
 
 class TraceStore:

@@ -8,7 +8,7 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
-from unilab_lit import tracing
+from unilab_lit.telemetry import tracing
 
 
 class PeriodicPublisher(Callback, ABC):

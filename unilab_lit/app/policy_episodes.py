@@ -1,6 +1,6 @@
 """Whole episodes of a trained policy on a batched env: returns, lengths, reward terms, frames.
 
-Shared by ``python -m unilab_lit.play`` and the ``PolicyEvaluator`` callback.
+Shared by ``python -m unilab_lit.app.play`` and the ``PolicyEvaluator`` callback.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from lightning.pytorch import LightningModule
 
-from unilab_lit import metrics
 from unilab_lit.envs.base import BatchedMujocoEnv
 from unilab_lit.envs.spec import METRIC_PREFIX, POLICY
+from unilab_lit.telemetry import metrics
 
 if TYPE_CHECKING:
     from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
@@ -84,7 +84,7 @@ class EpisodeResults:
         return float(np.mean(self.lengths))
 
     def eval_metrics(self) -> dict[str, float]:
-        """The means under their ``Eval/`` keys (see :mod:`unilab_lit.metrics`)."""
+        """The means under their ``Eval/`` keys (see :mod:`unilab_lit.telemetry.metrics`)."""
         values = {
             metrics.EVAL_MEAN_REWARD: self.mean_return,
             metrics.EVAL_MEAN_EPISODE_LENGTH: self.mean_length,
