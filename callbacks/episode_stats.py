@@ -17,6 +17,7 @@ from unilab_lit.collector.link import collector_link
 from unilab_lit.envs.spec import METRIC_PREFIX
 from unilab_lit.telemetry import metrics as keys
 from unilab_lit.telemetry.log_schedule import loggers_write_this_step
+from unilab_lit.validation import check_arg
 
 _REWARD_PREFIX = "reward/"
 _PROG_BAR_KEYS = (keys.MEAN_REWARD, keys.TOTAL_FPS)
@@ -104,8 +105,7 @@ class EpisodeStatsMonitor(Callback):
     """
 
     def __init__(self, window: int = 100, prog_bar: bool = True) -> None:
-        if window < 1:
-            raise ValueError(f"EpisodeStatsMonitor.window must be >= 1, got {window}")
+        check_arg(window >= 1, "EpisodeStatsMonitor.window", window, ">= 1")
         self.window = window
         self.prog_bar = prog_bar
         self._episodes: dict[str, deque[float]] = {}

@@ -20,6 +20,7 @@ from unilab_lit.collector.link import collector_link
 from unilab_lit.envs import GYM_PREFIX, make_env
 from unilab_lit.telemetry import metrics, tracing, video
 from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +84,13 @@ class PolicyEvaluator(Callback):
             ("video_width", video_width),
             ("video_height", video_height),
         ):
-            if value < 1:
-                raise ValueError(f"PolicyEvaluator.{name} must be >= 1, got {value}")
-        if every_n_video_steps is not None and every_n_video_steps < 1:
-            raise ValueError(
-                f"PolicyEvaluator.every_n_video_steps must be >= 1 or null, got {every_n_video_steps}"
-            )
+            check_arg(value >= 1, f"PolicyEvaluator.{name}", value, ">= 1")
+        check_arg(
+            every_n_video_steps is None or every_n_video_steps >= 1,
+            "PolicyEvaluator.every_n_video_steps",
+            every_n_video_steps,
+            ">= 1 or null",
+        )
         if task is None and task_kwargs:
             raise ValueError(
                 "PolicyEvaluator.task_kwargs needs task (else the data module's apply)"

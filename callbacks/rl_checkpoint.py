@@ -18,6 +18,7 @@ from unilab_lit.collector.link import collector_link
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
 from unilab_lit.ipc.replay_storage import ReplayStorage
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,7 @@ class RLCheckpoint(Callback):
     def __init__(
         self, save_replay: bool = False, replay_dir: str | None = None, keep_replays: int = 2
     ) -> None:
-        if keep_replays < 1:
-            raise ValueError(f"RLCheckpoint.keep_replays must be >= 1, got {keep_replays}")
+        check_arg(keep_replays >= 1, "RLCheckpoint.keep_replays", keep_replays, ">= 1")
         self.save_replay = save_replay
         self.replay_dir = replay_dir
         self.keep_replays = keep_replays

@@ -15,6 +15,7 @@ from unilab_lit.collector.link import CollectorLink, collector_link, has_collect
 from unilab_lit.telemetry import metrics as keys
 from unilab_lit.telemetry import tracing
 from unilab_lit.telemetry.trace_file import TraceStore
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,10 @@ class Tracing(Callback):
         max_events: int = 1_000_000,
         collector_timeout_s: float = 2.0,
     ) -> None:
-        if max_events < 1:
-            raise ValueError(f"Tracing.max_events must be >= 1, got {max_events}")
-        if not collector_timeout_s >= 0:
-            raise ValueError(f"Tracing.collector_timeout_s must be >= 0, got {collector_timeout_s}")
+        check_arg(max_events >= 1, "Tracing.max_events", max_events, ">= 1")
+        check_arg(
+            collector_timeout_s >= 0, "Tracing.collector_timeout_s", collector_timeout_s, ">= 0"
+        )
         self.path = path
         self.max_events = max_events
         self.collector_timeout_s = collector_timeout_s

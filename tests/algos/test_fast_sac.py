@@ -189,5 +189,5 @@ def test_constructor_rejects_out_of_range_argument_naming_it(name, value):
 
 
 def test_constructor_rejects_inverted_log_std_bounds():
-    with pytest.raises(ValueError, match="log_std_min=1.0, log_std_max=-1.0"):
+    with pytest.raises(ValueError, match="log_std_min must be < log_std_max=-1.0, got 1.0"):
         _model(log_std_min=1.0, log_std_max=-1.0)

@@ -25,6 +25,7 @@ from unilab_lit.app.policy_episodes import (
 from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
 from unilab_lit.envs import GYM_PREFIX, make_env
 from unilab_lit.telemetry import video
+from unilab_lit.validation import check_arg
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,7 @@ def play(
         RuntimeError: If frames are wanted and no OpenGL context can be created.
         OSError: If a file cannot be written (a half-written one is removed).
     """
-    if num_envs < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    check_arg(num_envs >= 1, "num_envs", num_envs, ">= 1")
     outputs = outputs or PlayOutputs()
     task_kwargs = dict(run.task_kwargs)
     if outputs.wants_frames and run.task.startswith(GYM_PREFIX):

@@ -16,6 +16,7 @@ from lightning.pytorch import LightningModule
 from unilab_lit.envs.base import BatchedMujocoEnv
 from unilab_lit.envs.spec import METRIC_PREFIX, POLICY
 from unilab_lit.telemetry import metrics
+from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
     from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
@@ -124,8 +125,7 @@ def run_episodes(
     Raises:
         ValueError: If ``episodes`` is smaller than 1.
     """
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    check_arg(episodes >= 1, "episodes", episodes, ">= 1")
     num_envs = env.num_envs
     quota = np.array([episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)])
     done_count = np.zeros(num_envs, dtype=np.int64)

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.validation import check_arg
 
 NUM_SLOTS = 2
 
@@ -85,8 +86,8 @@ class LockstepLink:
     """
 
     def __init__(self, sample_count: int, width: int, _attach: ShmHandle | None = None) -> None:
-        if sample_count <= 0 or width <= 0:
-            raise ValueError(f"sample_count and width must be > 0, got {sample_count}, {width}")
+        check_arg(sample_count > 0, "sample_count", sample_count, "> 0")
+        check_arg(width > 0, "width", width, "> 0")
         self.sample_count = int(sample_count)
         self.width = int(width)
         layout = _layout(self.sample_count, self.width)
@@ -171,8 +172,7 @@ class LockstepLink:
                 f"request_pack(tick={tick}) while the pack for tick "
                 f"{int(self._counters[_REQ_TICK])} is still pending"
             )
-        if slot not in range(NUM_SLOTS):
-            raise ValueError(f"slot must be 0 or 1, got {slot}")
+        check_arg(slot in range(NUM_SLOTS), "slot", slot, "0 or 1")
         if (seed is None) == (indices is None):
             raise ValueError("request_pack needs exactly one of seed= and indices=")
         if indices is not None:

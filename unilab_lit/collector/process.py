@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from unilab_lit.collector import _entry, prestart
 from unilab_lit.collector.channel import MetricsChannel
 from unilab_lit.collector.control import FAILED, READY, STOPPED, ControlBlock
+from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
     from unilab_lit.collector.config import CollectorConfig
@@ -89,8 +90,7 @@ class CollectorProcess:
         metrics_capacity: int = prestart.METRICS_CAPACITY,
         metrics_slot_bytes: int = prestart.METRICS_SLOT_BYTES,
     ) -> None:
-        if join_timeout_s <= 0:
-            raise ValueError(f"join_timeout_s must be > 0, got {join_timeout_s}")
+        check_arg(join_timeout_s > 0, "join_timeout_s", join_timeout_s, "> 0")
         self.config = config
         self.join_timeout_s = join_timeout_s
         self._ctx = mp.get_context("spawn")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from unilab_lit.ipc import ownership
+from unilab_lit.validation import check_arg
 
 SHM_DIR = "/dev/shm"
 # Every segment we create starts with this prefix, then the creator's pid, so a test or an
@@ -65,8 +66,9 @@ class BlockLayout:
         if key in self._entries:
             raise ValueError(f"layout key {key!r} is used twice")
         shape = tuple(int(d) for d in shape)
-        if any(d < 0 for d in shape):
-            raise ValueError(f"layout key {key!r}: shape must be non-negative, got {shape}")
+        check_arg(
+            not any(d < 0 for d in shape), f"layout key {key!r}: shape", shape, "non-negative"
+        )
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         self._entries[key] = (self._nbytes, shape, dtype)
         self._nbytes += _aligned(nbytes)
@@ -120,8 +122,7 @@ class ShmBlock:
             OSError: /dev/shm cannot hold the block (the space is reserved up front, so a
                 full /dev/shm fails here rather than with SIGBUS on a later write).
         """
-        if nbytes <= 0:
-            raise ValueError(f"nbytes must be > 0, got {nbytes}")
+        check_arg(nbytes > 0, "nbytes", nbytes, "> 0")
         name = segment_name(tag)
         path = os.path.join(SHM_DIR, name)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from unilab_lit.ipc.versioned import VersionedBuffer, VersionedBufferHandle
+from unilab_lit.validation import check_arg
 
 
 class ObsStatsSnapshot(NamedTuple):
@@ -47,8 +48,7 @@ class SharedObsStats:
     """
 
     def __init__(self, size: int, _attach: VersionedBufferHandle | None = None) -> None:
-        if size <= 0:
-            raise ValueError(f"size must be > 0, got {size}")
+        check_arg(size > 0, "size", size, "> 0")
         self._size = int(size)
         if _attach is None:
             self._buffer = VersionedBuffer(2 * self._size + 1, torch.float64, tag="obs_stats")

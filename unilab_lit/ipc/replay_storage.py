@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.validation import check_arg
 
 
 def replay_columns(policy_dim: int, critic_dim: int, action_dim: int) -> dict[str, int]:
@@ -65,13 +66,11 @@ class ReplayStorage:
     def __init__(
         self, capacity: int, columns: Mapping[str, int], _attach: ShmHandle | None = None
     ) -> None:
-        if capacity <= 0:
-            raise ValueError(f"capacity must be > 0, got {capacity}")
+        check_arg(capacity > 0, "capacity", capacity, "> 0")
         if not columns:
             raise ValueError("columns must name at least one column")
         bad = {name: w for name, w in columns.items() if w <= 0}
-        if bad:
-            raise ValueError(f"column widths must be > 0, got {bad}")
+        check_arg(not bad, "column widths", bad, "> 0")
         self._capacity = int(capacity)
         self._columns = {name: int(w) for name, w in columns.items()}
         self._slices: dict[str, slice] = {}
@@ -245,6 +244,8 @@ class ReplayStorage:
 
     def _row_count(self, rows: torch.Tensor | Mapping[str, torch.Tensor]) -> int:
         if isinstance(rows, torch.Tensor):
+            # Spelled out rather than check_arg: this runs on every write, and the message
+            # would be formatted each time.
             if rows.dim() != 2 or rows.shape[1] != self._width:
                 raise ValueError(f"packed rows must be [n, {self._width}], got {tuple(rows.shape)}")
             n = rows.shape[0]

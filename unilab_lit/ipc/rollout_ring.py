@@ -21,6 +21,7 @@ from typing import NamedTuple
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.validation import check_arg
 
 FieldSpec = Mapping[str, tuple[tuple[int, ...], torch.dtype]]
 """Per-slot fields: name -> (shape of one slot's tensor, dtype)."""
@@ -102,8 +103,7 @@ class RolloutRing:
     """
 
     def __init__(self, num_slots: int, fields: FieldSpec, _attach: ShmHandle | None = None) -> None:
-        if num_slots < 2:
-            raise ValueError(f"num_slots must be >= 2, got {num_slots}")
+        check_arg(num_slots >= 2, "num_slots", num_slots, ">= 2")
         if not fields:
             raise ValueError("fields must name at least one per-slot field")
         self._num_slots = int(num_slots)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.validation import check_arg
 
 NOT_PUBLISHED = -1
 """Version reported before the first publish; readers start from it."""
@@ -66,8 +67,7 @@ class VersionedBuffer:
         tag: str = "versioned",
         _attach: ShmHandle | None = None,
     ) -> None:
-        if numel <= 0:
-            raise ValueError(f"numel must be > 0, got {numel}")
+        check_arg(numel > 0, "numel", numel, "> 0")
         self._numel = int(numel)
         self._dtype = dtype
         layout = _layout(self._numel, dtype)

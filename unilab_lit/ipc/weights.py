@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from unilab_lit.ipc.versioned import VersionedBuffer, VersionedBufferHandle
+from unilab_lit.validation import check_arg
 
 
 def _floating_entries(module: nn.Module) -> list[torch.Tensor]:
@@ -50,8 +51,7 @@ class SharedWeights:
     """
 
     def __init__(self, num_floats: int, _attach: VersionedBufferHandle | None = None) -> None:
-        if num_floats <= 0:
-            raise ValueError(f"num_floats must be > 0, got {num_floats}")
+        check_arg(num_floats > 0, "num_floats", num_floats, "> 0")
         if _attach is None:
             self._buffer = VersionedBuffer(num_floats, torch.float32, tag="weights")
         else:
