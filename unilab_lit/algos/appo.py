@@ -9,7 +9,6 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from tensordict import TensorDict
-from torch import nn
 
 from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
@@ -26,8 +25,6 @@ from unilab_lit.nn.policies import (
     Activation,
     GaussianActor,
     MLPCritic,
-    NormalizedPolicy,
-    PolicySpec,
 )
 from unilab_lit.nn.value_normalization import (
     VALUE_NORMALIZATIONS,
@@ -195,33 +192,18 @@ class APPO(RLAlgorithm):
         self.save_hyperparameters()
         self._optimizer_callable = optimizer
 
-        self._actor_kwargs: dict[str, Any] = {
-            "obs_size": policy_obs_size,
-            "action_size": action_size,
-            "hidden_dims": list(actor_hidden_dims),
-            "activation": activation,
-            "init_std": init_std,
-            "std_type": std_type,
-        }
-        self.actor = GaussianActor(**self._actor_kwargs)
+        self._build_actor(
+            GaussianActor,
+            hidden_dims=list(actor_hidden_dims),
+            activation=activation,
+            init_std=init_std,
+            std_type=std_type,
+        )
         self.critic = MLPCritic(critic_obs_size, list(critic_hidden_dims), activation)
         self.value_normalizer = ValueNormalizer(value_normalization)
-        self.target_actor = GaussianActor(**self._actor_kwargs)
+        self.target_actor = self._actor_spec.build()
         self.target_actor.load_state_dict(self.actor.state_dict())
         self.target_actor.requires_grad_(False)
-
-    # ----------------------------------------------------------------- collector contract
-    def collector_policy_spec(self) -> PolicySpec:
-        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        return PolicySpec.of(GaussianActor, self._actor_kwargs)
-
-    def collector_policy(self) -> nn.Module:
-        """The learner's actor, whose parameters and buffers are published to the collector."""
-        return self.actor
-
-    def inference_policy(self) -> nn.Module:
-        """Raw policy observation → the Gaussian's mean action, the normaliser folded in."""
-        return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # ------------------------------------------------------------------------- Lightning
     def configure_optimizers(self) -> OptimizerLRScheduler:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from lightning.pytorch.cli import OptimizerCallable
@@ -18,7 +17,7 @@ from unilab_lit.algos.offpolicy import (
 )
 from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
-from unilab_lit.nn.policies import Activation, NormalizedPolicy, PolicySpec
+from unilab_lit.nn.policies import Activation
 from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
@@ -117,16 +116,14 @@ class FastSAC(OffPolicyLearner):
         self.save_hyperparameters()
         self._temperature_optimizer = temperature_optimizer
         self.target_entropy = action_size * target_entropy_per_dim
-        self._actor_kwargs: dict[str, Any] = {
-            "obs_size": policy_obs_size,
-            "action_size": action_size,
-            "hidden_dims": list(actor_hidden_dims),
-            "activation": activation,
-            "layer_norm": layer_norm,
-            "log_std_min": log_std_min,
-            "log_std_max": log_std_max,
-        }
-        self.actor = SquashedGaussianActor(**self._actor_kwargs)
+        self._build_actor(
+            SquashedGaussianActor,
+            hidden_dims=list(actor_hidden_dims),
+            activation=activation,
+            layer_norm=layer_norm,
+            log_std_min=log_std_min,
+            log_std_max=log_std_max,
+        )
         self._build_critics(action_size, critic_hidden_dims, activation, layer_norm)
         self.log_temperature = nn.Parameter(torch.tensor(math.log(init_temperature)))
 
@@ -134,19 +131,6 @@ class FastSAC(OffPolicyLearner):
     def temperature(self) -> torch.Tensor:
         """The current entropy temperature α (detached)."""
         return self.log_temperature.detach().exp()
-
-    # ----------------------------------------------------------------- collector contract
-    def collector_policy_spec(self) -> PolicySpec:
-        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        return PolicySpec.of(SquashedGaussianActor, self._actor_kwargs)
-
-    def collector_policy(self) -> nn.Module:
-        """The learner's actor, whose parameters are published to the collector."""
-        return self.actor
-
-    def inference_policy(self) -> nn.Module:
-        """Raw policy observation → ``tanh`` of the Gaussian's mean, the normaliser folded in."""
-        return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # ------------------------------------------------------------------------- Lightning
     def configure_optimizers(self) -> list[torch.optim.Optimizer]:

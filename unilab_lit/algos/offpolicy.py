@@ -133,10 +133,11 @@ class OffPolicyLearner(RLAlgorithm):
     ``training_step`` takes the ``dataloader_iter`` so Lightning never fetches the next item before
     this iteration's update finishes.
 
-    Subclasses build ``actor`` and then the critics (:meth:`_build_critics`), implement
-    :meth:`_critic_loss`, :meth:`_actor_loss` and the collector contract, and call
-    ``save_hyperparameters()``; a learner with more to update per minibatch extends
-    :meth:`_update` and ``configure_optimizers`` (in ``CRITIC, ACTOR[, TEMPERATURE]`` order).
+    Subclasses build ``actor`` (``_build_actor``, which also serves the collector contract) and
+    then the critics (:meth:`_build_critics`), implement :meth:`_critic_loss` and
+    :meth:`_actor_loss`, and call ``save_hyperparameters()``; a learner with more to update per
+    minibatch extends :meth:`_update` and ``configure_optimizers`` (in ``CRITIC, ACTOR[,
+    TEMPERATURE]`` order).
 
     Args:
         policy_obs_size: Width of the policy observation group (>= 1).

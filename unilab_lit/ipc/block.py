@@ -7,8 +7,10 @@ import mmap
 import os
 import secrets
 import weakref
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -104,9 +106,12 @@ class ShmBlock:
     """
 
     def __init__(self, name: str, nbytes: int, mapping: mmap.mmap, owner: bool) -> None:
-        self._name = name
-        self._nbytes = nbytes
-        self._owner = owner
+        self.name = name
+        """Segment name (without the /dev/shm directory)."""
+        self.nbytes = nbytes
+        """Size in bytes."""
+        self.is_owner = owner
+        """Whether this process created the block (and is the one that unlinks it)."""
         self._bytes: torch.Tensor | None = torch.frombuffer(mapping, dtype=torch.uint8)
 
     @classmethod
@@ -166,35 +171,20 @@ class ShmBlock:
         return cls(handle.name, handle.nbytes, mapping, owner=False)
 
     @property
-    def name(self) -> str:
-        """Segment name (without the /dev/shm directory)."""
-        return self._name
-
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes."""
-        return self._nbytes
-
-    @property
-    def is_owner(self) -> bool:
-        """Whether this process created the block (and is the one that unlinks it)."""
-        return self._owner
-
-    @property
     def handle(self) -> ShmHandle:
         """Picklable handle another process passes to :meth:`attach`."""
-        return ShmHandle(self._name, self._nbytes)
+        return ShmHandle(self.name, self.nbytes)
 
     def view(self, offset: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """A tensor of ``shape`` and ``dtype`` over the bytes starting at ``offset`` (zero-copy)."""
         if self._bytes is None:
-            raise RuntimeError(f"block {self._name} is closed in this process")
+            raise RuntimeError(f"block {self.name} is closed in this process")
         numel = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
-        if offset % itemsize or offset < 0 or offset + numel * itemsize > self._nbytes:
+        if offset % itemsize or offset < 0 or offset + numel * itemsize > self.nbytes:
             raise ValueError(
-                f"view of {numel}×{dtype} at offset {offset} does not fit block {self._name} "
-                f"of {self._nbytes} bytes (or is misaligned)"
+                f"view of {numel}×{dtype} at offset {offset} does not fit block {self.name} "
+                f"of {self.nbytes} bytes (or is misaligned)"
             )
         return self._bytes[offset : offset + numel * itemsize].view(dtype).view(tuple(shape))
 
@@ -204,13 +194,45 @@ class ShmBlock:
         Memory stays mapped in every process that still holds views; it is freed when the
         last mapping goes away.
         """
-        if self._owner:
-            ownership.unlink(self._name)
+        if self.is_owner:
+            ownership.unlink(self.name)
 
     def close(self) -> None:
         """Drop this object's reference to the mapping (views handed out stay valid)."""
         self._bytes = None
 
     def __repr__(self) -> str:
-        role = "owner" if self._owner else "attached"
-        return f"ShmBlock({self._name!r}, nbytes={self._nbytes}, {role})"
+        role = "owner" if self.is_owner else "attached"
+        return f"ShmBlock({self.name!r}, nbytes={self.nbytes}, {role})"
+
+
+class SharedStructure(ABC):
+    """Base of the structures laid out in one :class:`ShmBlock`: create or attach, pickle, unlink.
+
+    The owner creates the block (no handle); another process attaches through the subclass's
+    :meth:`handle`. Pickling an instance sends that handle, so the receiving process attaches
+    and never owns.
+    """
+
+    _block: ShmBlock
+
+    def _map(
+        self, layout: BlockLayout, tag: str, attach: ShmHandle | None
+    ) -> dict[str, torch.Tensor]:
+        """Create the block for ``layout`` (``attach`` is ``None``) or attach to it; its views."""
+        self._block = (
+            ShmBlock.create(layout.nbytes, tag) if attach is None else ShmBlock.attach(attach)
+        )
+        return layout.views(self._block)
+
+    @abstractmethod
+    def handle(self) -> Any:
+        """Picklable handle (with an ``attach()`` method) a spawn child uses to attach."""
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any]]:
+        handle = self.handle()
+        return type(handle).attach, (handle,)
+
+    def unlink(self) -> None:
+        """Remove the block from /dev/shm (owner only; idempotent)."""
+        self._block.unlink()
