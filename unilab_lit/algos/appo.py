@@ -49,26 +49,11 @@ class APPO(RLAlgorithm):
     ratio: Luo et al. 2020, "IMPACT: Importance Weighted Asynchronous Architectures with
     Clipped Target Networks".
 
-    One dataset item is one learner iteration: a ``TensorDict`` (``batch_size=[]``) of
-    time-major raw tensors ``obs [T,M,Dp]``, ``critic_obs [T,M,Dc]``, ``actions [T,M,A]``,
-    ``log_prob [T,M]`` (behaviour), ``reward [T,M]``, ``done [T,M]`` (terminated | truncated),
-    ``truncated [T,M]`` (timeouts; False where the step terminated), ``final_critic_obs [T,M,Dc]`` (valid where truncated),
-    ``last_critic_obs [M,Dc]``, ``fresh [M]`` (columns not seen in an earlier item) and
-    ``policy_version [M]`` (``global_step`` of the weights that generated each column). Per item:
-    the normalisers take the fresh columns, the critic gives values and bootstraps, the target
-    actor gives ``log π_target``, V-trace gives value targets and advantages (normalised over
-    the item; the value normaliser takes the fresh targets), then ``num_learning_epochs ×
-    num_mini_batches`` optimizer steps on the clipped IMPACT surrogate + clipped value loss −
-    entropy bonus, with global grad-norm clipping and the learning rate of ``schedule``. The
-    target actor then moves toward the actor every ``target_update_freq`` iterations.
-    The last minibatch step is the one per iteration Lightning counts (see ``RLAlgorithm``).
-
-    ``training_step`` takes the ``dataloader_iter`` so Lightning does not fetch the next item
-    before this update finishes (its default one-item prefetch would add a rollout of policy lag).
-
-    A non-finite input batch, loss or gradient norm skips that update (for a bad batch, the
-    whole iteration, without touching the normalisers) and counts it in ``nonfinite_skips``;
-    ``max_nonfinite_steps`` skips in a row, of any kind, raise ``RuntimeError``.
+    One dataset item (a time-major rollout batch) is one learner iteration: V-trace targets
+    and advantages, then ``num_learning_epochs × num_mini_batches`` steps on the clipped
+    IMPACT surrogate, value loss and entropy bonus; the target actor follows the actor every
+    ``target_update_freq`` iterations. docs/algorithms.md describes the item's keys, the
+    update in order and the non-finite handling.
 
     Args:
         policy_obs_size: Width of the policy observation group (linked from the data module).
