@@ -60,5 +60,8 @@ class CollectorOptions:
 
 
 # Data modules save their options in every checkpoint's hyper-parameters (play and export rebuild
-# the task from them); Lightning loads checkpoints with torch's weights-only unpickler.
-torch.serialization.add_safe_globals([CollectorOptions])
+# the task from them); Lightning loads checkpoints with torch's weights-only unpickler. Checkpoints
+# written before the options moved from unilab_lit/data/ name them by their old path.
+torch.serialization.add_safe_globals(
+    [CollectorOptions, (CollectorOptions, "unilab_lit.data.options.CollectorOptions")]
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from torch import nn
 
@@ -136,9 +136,7 @@ class CollectorSession:
         Raises:
             RuntimeError: before :meth:`start` or after :meth:`stop`.
         """
-        if self._process is None:
-            raise RuntimeError("the collector session is not running (start() it first)")
-        return self._process
+        return _running(self._process)
 
     @property
     def link(self) -> CollectorLink:
@@ -147,9 +145,7 @@ class CollectorSession:
         Raises:
             RuntimeError: before :meth:`start` or after :meth:`stop`.
         """
-        if self._link is None:
-            raise RuntimeError("the collector session is not running (start() it first)")
-        return self._link
+        return _running(self._link)
 
     # ------------------------------------------------------------------ snapshot / restore
     def snapshot(self) -> dict[str, Any] | None:
@@ -174,3 +170,12 @@ class CollectorSession:
             state,
             weights_published=self._weights is not None and self._weights.version != NOT_PUBLISHED,
         )
+
+
+_Part = TypeVar("_Part")
+
+
+def _running(part: _Part | None) -> _Part:
+    if part is None:
+        raise RuntimeError("the collector session is not running (start() it first)")
+    return part
