@@ -17,8 +17,10 @@ from typing_extensions import override
 
 from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
 from callbacks.step_progress_bar import StepProgressBar
+from unilab_lit.checkpoint_io import CheckpointWriteError
 from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
 from unilab_lit.resume import (
     CheckpointMismatchError,
@@ -122,7 +124,7 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except MemoryBudgetError as err:
+        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
             raise SystemExit(f"error: {err}") from None
 
     @override
