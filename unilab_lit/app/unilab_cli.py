@@ -16,6 +16,7 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
+from unilab_lit.app.checkpoint_io import CheckpointWriteError
 from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.app.resume import (
     CheckpointMismatchError,
@@ -26,6 +27,7 @@ from unilab_lit.app.resume import (
 )
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
 
 log = logging.getLogger(__name__)
@@ -124,7 +126,7 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except MemoryBudgetError as err:
+        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
             raise SystemExit(f"error: {err}") from None
 
     @override

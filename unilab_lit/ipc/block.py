@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import platform
 import secrets
 import weakref
 from abc import ABC, abstractmethod
@@ -24,6 +25,31 @@ SHM_PREFIX = "unilab_lit_"
 # Views start on cache-line boundaries: keeps every dtype aligned and keeps the seqlock
 # stamps off the cache lines the data copies touch.
 ALIGNMENT = 64
+
+
+# The seqlocks and rings publish with plain stores and read with plain loads: correct where the
+# CPU keeps stores (and loads) in program order, as x86 does; weakly ordered CPUs (aarch64,
+# POWER, RISC-V) would need barriers that numpy/torch stores do not issue.
+_STRONGLY_ORDERED_CPUS = ("x86_64", "amd64", "i386", "i686")
+
+
+class UnsupportedCPUError(RuntimeError):
+    """This CPU's memory model is too weak for the shared-memory protocols; one line."""
+
+
+def check_memory_ordering(machine: str | None = None) -> None:
+    """Refuse a CPU whose memory ordering the seqlocks and rings do not handle.
+
+    Raises:
+        UnsupportedCPUError: on any CPU other than x86 / x86-64 (``machine`` defaults to
+            ``platform.machine()``).
+    """
+    machine = platform.machine() if machine is None else machine
+    if machine.lower() not in _STRONGLY_ORDERED_CPUS:
+        raise UnsupportedCPUError(
+            f"unilab_lit's shared-memory transport supports x86-64 CPUs only (it relies on "
+            f"x86's store ordering); this CPU is {machine!r}"
+        )
 
 
 def _aligned(nbytes: int) -> int:
@@ -123,10 +149,12 @@ class ShmBlock:
             tag: short label that becomes part of the segment name (e.g. ``"weights"``).
 
         Raises:
+            UnsupportedCPUError: on a weakly ordered CPU (see :func:`check_memory_ordering`).
             ValueError: ``nbytes`` is not positive.
             OSError: /dev/shm cannot hold the block (the space is reserved up front, so a
                 full /dev/shm fails here rather than with SIGBUS on a later write).
         """
+        check_memory_ordering()
         check_arg(nbytes > 0, "nbytes", nbytes, "> 0")
         name = segment_name(tag)
         path = os.path.join(SHM_DIR, name)
