@@ -1,5 +1,6 @@
 """Lightning callbacks that connect the learner to the collector; usable by ``class_path``."""
 
+from callbacks.env_step_budget import EnvStepBudget
 from callbacks.episode_stats import EpisodeStatsMonitor
 from callbacks.evaluation import PolicyEvaluator
 from callbacks.interrupt_guard import InterruptGuard
@@ -11,6 +12,7 @@ from callbacks.tracing import Tracing
 from callbacks.weight_sync import WeightSync
 
 __all__ = [
+    "EnvStepBudget",
     "EpisodeStatsMonitor",
     "InterruptGuard",
     "ObsNormSync",
