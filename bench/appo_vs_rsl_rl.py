@@ -67,9 +67,9 @@ def _cli(config: str, log_dir: str, seed: int):
 
 
 def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
+    from fit_timing import lift_env_step_budget
     from lightning.pytorch import Callback
 
-    from callbacks import EnvStepBudget
     from unilab_lit import metrics
     from unilab_lit.data.link import collector_link
 
@@ -103,10 +103,8 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
 
     cli = _cli(config, log_dir, seed)
     stop = ThresholdStop()
-    # The threshold or the clock ends this run, not the config's env-step budget (as max_steps).
-    trainer_callbacks = cli.trainer.callbacks
-    trainer_callbacks[:] = [c for c in trainer_callbacks if not isinstance(c, EnvStepBudget)]
-    trainer_callbacks.append(stop)
+    lift_env_step_budget(cli.trainer.callbacks)
+    cli.trainer.callbacks.append(stop)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return stop.result
 
