@@ -67,6 +67,7 @@ def _cli(config: str, log_dir: str, seed: int):
 
 
 def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
+    from fit_timing import lift_env_step_budget
     from lightning.pytorch import Callback
 
     from unilab_lit.collector.link import collector_link
@@ -102,6 +103,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
 
     cli = _cli(config, log_dir, seed)
     stop = ThresholdStop()
+    lift_env_step_budget(cli.trainer.callbacks)
     cli.trainer.callbacks.append(stop)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return stop.result

@@ -1,4 +1,4 @@
-"""What the fit benches share: config overrides for the data module and the timing callback.
+"""What the fit benches share: config overrides, the lifted env-step budget and the timing callback.
 
 Imported inside the benches' functions, never at their module level: the collector is a spawn
 child that re-imports the bench script before its first line.
@@ -11,6 +11,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from callbacks import EnvStepBudget
 from unilab_lit.collector.link import collector_link
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.telemetry import metrics
@@ -26,6 +27,12 @@ def data_overrides(values: dict[str, Any]) -> list[str]:
         for key, value in values.items()
         if value is not None
     ]
+
+
+def lift_env_step_budget(callbacks: list[Callback]) -> None:
+    """Drop the config's ``EnvStepBudget`` from a trainer's ``callbacks``: the bench stops fit
+    itself (threshold, clock), as it lifts ``max_steps``."""
+    callbacks[:] = [c for c in callbacks if not isinstance(c, EnvStepBudget)]
 
 
 class FitMeter(Callback):

@@ -32,7 +32,7 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
-    from fit_timing import data_overrides
+    from fit_timing import data_overrides, lift_env_step_budget
 
     from unilab_lit.app.unilab_cli import UnilabCLI
 
@@ -46,7 +46,9 @@ def _cli(args: argparse.Namespace, log_dir: str):
         f"--model.init_args.critic_hidden_dims={args.hidden}",
     ]
     overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "num_steps")})
-    return UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    lift_env_step_budget(cli.trainer.callbacks)
+    return cli
 
 
 def collector_alone(cli, seconds: float) -> dict:

@@ -33,7 +33,7 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
-    from fit_timing import data_overrides
+    from fit_timing import data_overrides, lift_env_step_budget
 
     from unilab_lit.app.unilab_cli import UnilabCLI
 
@@ -49,6 +49,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
         ]
     overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "batch_size")})
     cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    lift_env_step_budget(cli.trainer.callbacks)
     # The bench stops fit itself; a checkpoint callback from the config would only add I/O.
     from lightning.pytorch.callbacks import ModelCheckpoint
 

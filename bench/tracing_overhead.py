@@ -36,7 +36,7 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
-    from fit_timing import data_overrides
+    from fit_timing import data_overrides, lift_env_step_budget
 
     from unilab_lit.app.unilab_cli import UnilabCLI
 
@@ -47,6 +47,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
     ]
     overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "num_steps")})
     cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    lift_env_step_budget(cli.trainer.callbacks)
     # The config's ModelCheckpoint would write during the timed window of one side only.
     cli.trainer.callbacks = [
         c for c in cli.trainer.callbacks if type(c).__name__ != "ModelCheckpoint"

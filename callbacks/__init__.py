@@ -4,6 +4,7 @@ WeightSync, ObsNormSync and StepProgressBar live in the library (the algorithm a
 them); they are re-exported here so that ``callbacks.WeightSync`` etc. stay valid class paths.
 """
 
+from callbacks.env_step_budget import EnvStepBudget
 from callbacks.episode_stats import EpisodeStatsMonitor
 from callbacks.evaluation import PolicyEvaluator
 from callbacks.interrupt_guard import InterruptGuard
@@ -15,6 +16,7 @@ from unilab_lit.collector.obs_norm_sync import ObsNormSync
 from unilab_lit.collector.weight_sync import WeightSync
 
 __all__ = [
+    "EnvStepBudget",
     "EpisodeStatsMonitor",
     "InterruptGuard",
     "ObsNormSync",

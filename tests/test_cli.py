@@ -62,9 +62,10 @@ def assert_no_leftovers(run: CliRun, mark: str) -> None:
 
 def assert_smoke_fit(
     config: str, overrides: list[str], tmp_path: Path, marked_env: tuple[dict[str, str], str]
-) -> None:
+) -> CliRun:
     """``cli.py fit`` of a shipped config for a few iterations on CPU: it exits 0, writes
-    ``last.ckpt`` and TensorBoard events, and leaves no process or shared memory behind."""
+    ``last.ckpt`` and TensorBoard events, and leaves no process or shared memory behind.
+    Returns the run, for what a caller checks further."""
     env, mark = marked_env
     result = run_cli(
         [
@@ -82,6 +83,7 @@ def assert_smoke_fit(
     assert list(tmp_path.rglob("last.ckpt")), "no last.ckpt written"
     assert list(tmp_path.rglob("events.out.tfevents*")), "no TensorBoard events written"
     assert_no_leftovers(result, mark)
+    return result
 
 
 @pytest.mark.parametrize(

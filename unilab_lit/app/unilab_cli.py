@@ -50,14 +50,16 @@ def _action_size(spec: EnvSpec) -> int:
 
 
 def _show_library_info() -> None:
-    # Collector start-up, the memory plan, replay warm-up: INFO lines a user of the CLI should
-    # see, as Lightning shows its own. Library code only logs; the entry point decides.
-    logger = logging.getLogger("unilab_lit")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    # Collector start-up, the memory plan, replay warm-up, the callbacks' stops (env-step
+    # budget, last checkpoint): INFO lines a user of the CLI should see, as Lightning shows its
+    # own. Library code only logs; the entry point decides.
+    for name in ("unilab_lit", "callbacks"):
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
 
 
 def _root_message(err: BaseException) -> str:
