@@ -19,6 +19,7 @@ from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
 from callbacks.step_progress_bar import StepProgressBar
 from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.budget import MemoryBudgetError
 from unilab_lit.resume import (
     CheckpointMismatchError,
@@ -188,12 +189,13 @@ class UnilabCLI(LightningCLI):
                 return
             checkpoint = read_checkpoint(path)
             data_args = fit_config.data.get("init_args") if fit_config.get("data") else None
+            task = None if data_args is None else data_args.get("collector.task")
             check_checkpoint_matches(
                 path,
                 checkpoint,
                 {
                     "model class": fit_config.model.get("class_path"),
-                    "task": None if data_args is None else data_args.get("collector.task"),
+                    "task": None if task is None else TaskSpec.of(task).class_path,
                 },
             )
         except CheckpointMismatchError as err:

@@ -17,7 +17,6 @@ import numpy as np
 
 from unilab_lit import video
 from unilab_lit.cli_io import OutputError, check_output, checkpoint_parser, one_line
-from unilab_lit.envs import GYM_PREFIX, make_env
 from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
 from unilab_lit.trained_run import RunLoadError, TrainedRun, load_trained_run
 
@@ -72,14 +71,8 @@ def play(
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     outputs = outputs or PlayOutputs()
-    task_kwargs = dict(run.task_kwargs)
-    if outputs.wants_frames and run.task.startswith(GYM_PREFIX):
-        # gymnasium envs render only in the mode they were made with.
-        task_kwargs["env_kwargs"] = {
-            **task_kwargs.get("env_kwargs", {}),
-            "render_mode": "rgb_array",
-        }
-    env = make_env(run.task, num_envs, seed=seed, **task_kwargs)
+    task = run.task.with_frames() if outputs.wants_frames else run.task
+    env = task.build(num_envs, seed=seed)
     try:
         record = FrameRecording(outputs.width, outputs.height) if outputs.wants_frames else None
         results = run_episodes(

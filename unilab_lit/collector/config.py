@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from unilab_lit.envs.task_spec import TaskSpec
 
 if TYPE_CHECKING:
     from torch import nn
@@ -33,12 +34,12 @@ class CollectorConfig:
     """Everything the collector child needs; it is pickled into the child at spawn time.
 
     Args:
-        task: Registered env name passed to ``unilab_lit.envs.make_env``.
+        task: The task the child builds (``TaskSpec.build``; a name is taken as one): the child
+            imports the task's class itself.
         num_envs: Environments stepped together (>= 1).
         policy: Recipe for the CPU actor; its ``act(obs)`` gets the normalised policy observation.
         writer: Recipe for the writer (``AppoWriterSpec`` or ``OffPolicyWriterSpec``).
         seed: Seed of the env's first reset and of the collector's torch generator.
-        env_kwargs: Extra task keyword arguments for ``make_env``.
         physics_threads: MuJoCo batch threads of the env (>= 1).
         torch_threads: Intra-op threads of the collector's torch (>= 1); one keeps actor inference
             from competing with the physics threads.
@@ -59,12 +60,11 @@ class CollectorConfig:
         ValueError: if a numeric argument is out of range.
     """
 
-    task: str
+    task: TaskSpec
     num_envs: int
     policy: PolicyBuilder
     writer: WriterSpec
     seed: int = 0
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     physics_threads: int = 1
     torch_threads: int = 1
     weights: SharedWeightsHandle | None = None
@@ -77,6 +77,7 @@ class CollectorConfig:
     state_dir: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "task", TaskSpec.of(self.task))
         for name in ("num_envs", "physics_threads", "torch_threads", "max_episodes_per_report"):
             value = getattr(self, name)
             if value < 1:

@@ -28,7 +28,6 @@ from unilab_lit.collector.control import (
 )
 from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.writer import Transition, Writer
-from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.nn.normalization import normalize
@@ -368,13 +367,7 @@ def build_loop(
     """Build policy, env, receivers and writer in the collector process."""
     torch.manual_seed(config.seed)
     policy = config.policy.build().eval()
-    env = make_env(
-        config.task,
-        config.num_envs,
-        seed=config.seed,
-        num_threads=config.physics_threads,
-        **config.env_kwargs,
-    )
+    env = config.task.build(config.num_envs, seed=config.seed, num_threads=config.physics_threads)
     try:
         writer = config.writer.build(env.spec)
         weights = None if config.weights is None else config.weights.attach()

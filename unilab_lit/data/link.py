@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from lightning.pytorch import Trainer
     from torch import nn
 
+    from unilab_lit.envs.task_spec import TaskSpec
     from unilab_lit.ipc.replay import ReplayStorage
     from unilab_lit.nn.normalization import ObsNormalizer
     from unilab_lit.tracing import TraceBatch
@@ -21,12 +22,8 @@ class CollectorLink(Protocol):
     """
 
     @property
-    def task(self) -> str:
-        """The registered task the collector steps."""
-
-    @property
-    def task_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments the collector's task was built with."""
+    def task(self) -> TaskSpec:
+        """The task the collector steps (class path and arguments)."""
 
     @property
     def env_steps(self) -> int:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.validation import check_arg
 
 
@@ -15,10 +15,10 @@ class CollectorOptions:
     """The collector's task, env batch, seed, threads and timeouts (``data.init_args.collector``).
 
     Args:
-        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
+        task: The task: a built-in name, ``gym:<EnvId>`` or ``{class_path, init_args}``
+            (``unilab_lit.envs.task_spec.TaskSpec``; Python callers may pass the name).
         num_envs: Environments the collector steps together (>= 1).
         seed: Seed of the collector's env and policy sampling (and of the replay sampling).
-        task_kwargs: Extra keyword arguments of the task's constructor.
         physics_threads: MuJoCo threads in the collector (>= 1).
         collector_torch_threads: Torch intra-op threads in the collector (>= 1).
         stall_timeout_s: A collector without progress for this long is an error (> 0).
@@ -33,10 +33,9 @@ class CollectorOptions:
         ValueError: if an option is out of range.
     """
 
-    task: str
+    task: TaskSpec
     num_envs: int
     seed: int = 0
-    task_kwargs: dict[str, Any] = field(default_factory=dict)
     physics_threads: int = 1
     collector_torch_threads: int = 1
     stall_timeout_s: float = 30.0
@@ -45,6 +44,7 @@ class CollectorOptions:
     learner_torch_threads: int | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "task", TaskSpec.of(self.task))
         threads = self.learner_torch_threads
         check_arg(threads is None or threads >= 1, "learner_torch_threads", threads, ">= 1 or null")
         for name in ("num_envs", "physics_threads", "collector_torch_threads"):
@@ -55,4 +55,4 @@ class CollectorOptions:
 
 # Data modules save their options in every checkpoint's hyper-parameters (play and export rebuild
 # the task from them); Lightning loads checkpoints with torch's weights-only unpickler.
-torch.serialization.add_safe_globals([CollectorOptions])
+torch.serialization.add_safe_globals([CollectorOptions, TaskSpec])

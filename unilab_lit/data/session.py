@@ -19,6 +19,7 @@ from unilab_lit.data.inbox import CollectorInbox
 from unilab_lit.data.memory_plan import check_memory_plan
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.transport import Transport, unlink_blocks
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.obs_stats import SharedObsStats
 from unilab_lit.ipc.reclaim import collector_dir_prefix
 from unilab_lit.ipc.replay import ReplayStorage
@@ -99,7 +100,6 @@ class CollectorSession:
                     writer=writer,
                     # Each DDP rank's collector steps its own envs with its own noise.
                     seed=distributed.rank_seed(options.seed, distributed.global_rank()),
-                    env_kwargs=options.task_kwargs,
                     physics_threads=options.physics_threads,
                     torch_threads=options.collector_torch_threads,
                     weights=self._weights.handle(),
@@ -183,14 +183,9 @@ class CollectorSession:
 
     # ------------------------------------------------------------------- CollectorLink
     @property
-    def task(self) -> str:
-        """The registered task the collector steps."""
+    def task(self) -> TaskSpec:
+        """The task the collector steps (class path and arguments)."""
         return self.options.task
-
-    @property
-    def task_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments the collector's task was built with."""
-        return dict(self.options.task_kwargs)
 
     @property
     def env_steps(self) -> int:

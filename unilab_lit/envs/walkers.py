@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 
 from unilab_lit.envs.base import Obs
-from unilab_lit.envs.locomotion import _HealthyLocomotion, gymnasium_asset
+from unilab_lit.envs.locomotion import _HealthyLocomotion, mjcf_sizes
 from unilab_lit.envs.spec import CRITIC, POLICY
 
 
@@ -34,6 +33,8 @@ class Ant(_HealthyLocomotion):
         reset_noise_scale: Half-width of the uniform qpos noise and std of the Gaussian qvel noise.
         frame_skip: Physics steps per control step.
         max_episode_steps: Control steps per episode.
+        xml_file: The MJCF: a file (absolute, or relative to the config file) or the
+            name of one gymnasium ships (default: its ``ant.xml``).
     """
 
     MAIN_BODY = 1
@@ -55,15 +56,16 @@ class Ant(_HealthyLocomotion):
         reset_noise_scale: float = 0.1,
         frame_skip: int = 5,
         max_episode_steps: int = 1000,
+        xml_file: str = "ant.xml",
     ) -> None:
         if contact_force_range[0] > contact_force_range[1]:
             raise ValueError(
                 f"Ant: contact_force_range must be (low, high), got {contact_force_range}"
             )
-        sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("ant.xml")))
+        sizes = mjcf_sizes(xml_file)
         contact_size = 6 * (sizes.nbody - 1) if include_cfrc_ext_in_observation else 0
         super().__init__(
-            "ant.xml",
+            xml_file,
             num_envs,
             obs_size=sizes.nq - 2 + sizes.nv + contact_size,
             reward_terms=("forward", "survive", "ctrl", "contact"),
@@ -152,6 +154,8 @@ class Humanoid(_HealthyLocomotion):
         reset_noise_scale: Half-width of the uniform qpos and qvel noise.
         frame_skip: Physics steps per control step.
         max_episode_steps: Control steps per episode.
+        xml_file: The MJCF: a file (absolute, or relative to the config file) or the
+            name of one gymnasium ships (default: its ``humanoid.xml``).
 
     Raises:
         ValueError: If a range is not ``(low, high)`` or ``reset_noise_scale`` is negative.
@@ -177,6 +181,7 @@ class Humanoid(_HealthyLocomotion):
         reset_noise_scale: float = 1e-2,
         frame_skip: int = 5,
         max_episode_steps: int = 1000,
+        xml_file: str = "humanoid.xml",
     ) -> None:
         for name, (low, high) in (
             ("contact_cost_range", contact_cost_range),
@@ -184,7 +189,7 @@ class Humanoid(_HealthyLocomotion):
         ):
             if low > high:
                 raise ValueError(f"Humanoid: {name} must be (low, high), got {(low, high)}")
-        sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("humanoid.xml")))
+        sizes = mjcf_sizes(xml_file)
         bodies = sizes.nbody - 1
         self._parts = {
             "cinert": include_cinert_in_observation,
@@ -197,7 +202,7 @@ class Humanoid(_HealthyLocomotion):
         obs_size = sizes.nq - 2 + sizes.nv
         obs_size += sum(widths[part] for part, on in self._parts.items() if on)
         super().__init__(
-            "humanoid.xml",
+            xml_file,
             num_envs,
             obs_size=obs_size,
             reward_terms=("forward", "survive", "ctrl", "contact"),
