@@ -84,7 +84,6 @@ def collector_alone(cli, seconds: float) -> dict:
             policy=model.collector_policy_spec(),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), data.env_steps_per_sync),
             seed=options.seed,
-            env_kwargs=options.task_kwargs,
             physics_threads=options.physics_threads,
             torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),

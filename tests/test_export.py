@@ -14,6 +14,7 @@ import torch
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.export import METADATA_FILE, export_policy, main
 from unilab_lit.trained_run import TrainedRun
 
@@ -40,7 +41,7 @@ def _trained_like(cls: type, task: str, obs_size: int, action_size: int) -> Trai
         for parameter in model.collector_policy().parameters():
             parameter.add_(torch.randn_like(parameter) * 0.3)
     model.eval()
-    return TrainedRun(model, task, {}, Path("none.ckpt"), 7)
+    return TrainedRun(model, TaskSpec(task), Path("none.ckpt"), 7)
 
 
 @pytest.mark.parametrize(

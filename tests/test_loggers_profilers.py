@@ -20,13 +20,14 @@ from unilab_lit.algos.appo import APPO
 from unilab_lit.cli import UnilabCLI
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import list_segments
 
 # Short episodes, so that finished episodes (and the mean reward) arrive within a few iterations.
 FAST = [
     "--data.init_args.collector.num_envs=8",
     "--data.init_args.num_steps=8",
-    "--data.init_args.collector.task_kwargs={max_episode_steps: 16}",
+    "--data.init_args.collector.task={class_path: CartpoleSwingup, init_args: {max_episode_steps: 16}}",
     "--trainer.log_every_n_steps=1",
 ]
 
@@ -182,7 +183,7 @@ class _StopWhenShown(Callback):
 
 def test_progress_bar_shows_reward_fps_and_lag_counting_iterations_to_max_steps():
     data = RolloutDataModule(
-        CollectorOptions("CartpoleSwingup", 8, task_kwargs={"max_episode_steps": 16}), num_steps=8
+        CollectorOptions(TaskSpec("CartpoleSwingup", {"max_episode_steps": 16}), 8), num_steps=8
     )
     spec = data.env_spec
     model = APPO(

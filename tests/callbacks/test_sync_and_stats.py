@@ -14,6 +14,7 @@ from unilab_lit import metrics as keys
 from unilab_lit.collector.metrics import EPISODES, TIMING
 from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
 from unilab_lit.nn.normalization import ObsNormalizer
 
@@ -42,8 +43,7 @@ class _Link:
     def __init__(self, policy: nn.Module, obs_size: int) -> None:
         self.shared_weights = SharedWeights(flat_size(policy))
         self.shared_obs_stats = SharedObsStats(obs_size)
-        self.task = "CartpoleSwingup"
-        self.task_kwargs: dict = {}
+        self.task = TaskSpec("CartpoleSwingup")
         self.env_steps = 0
         self.learned_env_steps = 0
         self.last_wait_s = 0.0

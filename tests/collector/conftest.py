@@ -12,6 +12,7 @@ from collector_rig import ACT, OBS, Rig
 from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import RolloutRing, SharedObsStats, SharedWeights, list_segments, rollout_fields
 
 
@@ -56,7 +57,7 @@ def make_rig() -> Iterator:
             blocks.append(stats)
         collector = CollectorProcess(
             CollectorConfig(
-                task="CartpoleSwingup",
+                task=TaskSpec("CartpoleSwingup", config.pop("task_args", None)),
                 num_envs=num_envs,
                 policy=policy,
                 writer=AppoWriterSpec(ring.handle(), num_steps),

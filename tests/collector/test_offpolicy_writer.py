@@ -17,6 +17,7 @@ from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, SharedWeights, flat_size, replay_columns
 
 N = 4
@@ -38,12 +39,11 @@ def offpolicy() -> Iterator:
     weights = SharedWeights(flat_size(policy))
     collector = CollectorProcess(
         CollectorConfig(
-            task="CartpoleSwingup",
+            task=TaskSpec("CartpoleSwingup", {"max_episode_steps": MAX_EPISODE_STEPS}),
             num_envs=N,
             policy=spec("ConstantGaussian", OBS, ACT),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),
             seed=SEED,
-            env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS},
             weights=weights.handle(),
         )
     )

@@ -18,6 +18,7 @@ from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.data.double_buffer import DoubleBufferPipeline, sample_seed
 from unilab_lit.envs.cartpole import CartpoleSwingup
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, SharedWeights, flat_size, list_segments, replay_columns
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
 from unilab_lit.nn.policies import PolicySpec
@@ -185,12 +186,11 @@ def start_collector() -> Iterator:
         blocks.extend([replay, link])
         collector = CollectorProcess(
             CollectorConfig(
-                task="CartpoleSwingup",
+                task=TaskSpec("CartpoleSwingup", {"max_episode_steps": 20}),
                 num_envs=N,
                 policy=PolicySpec(f"{DeterministicActor.__module__}:DeterministicActor", ACTOR),
                 writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),
                 seed=SEED,
-                env_kwargs={"max_episode_steps": 20},
                 weights=None if weights is None else weights.handle(),
             )
         )
