@@ -43,19 +43,18 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _cli_fit(cwd: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
+    return _run([str(REPO / "cli.py"), "fit", "--config", str(config), *args], cwd)
+
+
 def _fit(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
-    return _run(
-        [
-            str(REPO / "cli.py"),
-            "fit",
-            "--config",
-            str(CONFIG),
-            "--trainer.enable_progress_bar=false",
-            "--trainer.logger=CSVLogger",
-            f"--trainer.logger.init_args.save_dir={cwd / 'runs'}",
-            *overrides,
-        ],
+    return _cli_fit(
         cwd,
+        CONFIG,
+        "--trainer.enable_progress_bar=false",
+        "--trainer.logger=CSVLogger",
+        f"--trainer.logger.init_args.save_dir={cwd / 'runs'}",
+        *overrides,
     )
 
 
@@ -130,25 +129,20 @@ def test_resume_of_the_example_task_continues_at_the_saved_step(reacher_run, tmp
 
 
 def test_example_task_trains_with_fast_sac_by_its_class_path(tmp_path):
-    result = _run(
-        [
-            str(REPO / "cli.py"),
-            "fit",
-            "--config",
-            str(REPO / "configs" / "fast_sac.yaml"),
-            "--trainer.max_steps=6",
-            "--trainer.enable_progress_bar=false",
-            "--trainer.callbacks=[]",
-            f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
-            f"--data.init_args.collector.task={CLASS_PATH}",
-            "--data.init_args.collector.num_envs=4",
-            "--data.init_args.batch_size=8",
-            "--data.init_args.buffer_size=64",
-            "--data.init_args.learning_starts=8",
-            "--model.init_args.actor_hidden_dims=[16]",
-            "--model.init_args.critic_hidden_dims=[16]",
-        ],
+    result = _cli_fit(
         tmp_path,
+        REPO / "configs" / "fast_sac.yaml",
+        "--trainer.max_steps=6",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.callbacks=[]",
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
+        f"--data.init_args.collector.task={CLASS_PATH}",
+        "--data.init_args.collector.num_envs=4",
+        "--data.init_args.batch_size=8",
+        "--data.init_args.buffer_size=64",
+        "--data.init_args.learning_starts=8",
+        "--model.init_args.actor_hidden_dims=[16]",
+        "--model.init_args.critic_hidden_dims=[16]",
     )
     assert result.returncode == 0, result.stderr[-4000:]
     (checkpoint,) = tmp_path.rglob("*.ckpt")
@@ -182,9 +176,7 @@ def test_bad_task_ends_in_one_line_before_anything_starts(tmp_path, task, messag
 
 
 def test_print_config_shows_the_task_arguments_with_defaults(tmp_path):
-    result = _run(
-        [str(REPO / "cli.py"), "fit", "--config", str(CONFIG), "--print_config"], tmp_path
-    )
+    result = _cli_fit(tmp_path, CONFIG, "--print_config")
     assert result.returncode == 0, result.stderr[-2000:]
     for line in (f"class_path: {CLASS_PATH}", "target_radius: 0.18", "ctrl_cost_weight: 0.01"):
         assert line in result.stdout
@@ -203,17 +195,8 @@ def test_mjcf_path_relative_to_the_config_file_is_found_from_anywhere(tmp_path):
         "        class_path: unilab_lit.envs.locomotion.Hopper\n"
         "        init_args: {xml_file: my_hopper.xml}\n"
     )
-    result = _run(
-        [
-            str(REPO / "cli.py"),
-            "fit",
-            "--config",
-            str(REPO / "configs" / "appo_hopper.yaml"),
-            "--config",
-            str(config),
-            "--print_config",
-        ],
-        tmp_path,
+    result = _cli_fit(
+        tmp_path, REPO / "configs" / "appo_hopper.yaml", "--config", str(config), "--print_config"
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"xml_file: {config_dir / 'my_hopper.xml'}" in result.stdout
