@@ -134,7 +134,6 @@ def test_example_task_trains_with_fast_sac_by_its_class_path(tmp_path):
         REPO / "configs" / "fast_sac.yaml",
         "--trainer.max_steps=6",
         "--trainer.enable_progress_bar=false",
-        "--trainer.callbacks=[]",
         f"--trainer.logger.init_args.save_dir={tmp_path / 'runs'}",
         f"--data.init_args.collector.task={CLASS_PATH}",
         "--data.init_args.collector.num_envs=4",
@@ -145,8 +144,10 @@ def test_example_task_trains_with_fast_sac_by_its_class_path(tmp_path):
         "--model.init_args.critic_hidden_dims=[16]",
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    (checkpoint,) = tmp_path.rglob("*.ckpt")
-    assert torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"] == 6
+    assert (
+        torch.load(_last_checkpoint(tmp_path), map_location="cpu", weights_only=True)["global_step"]
+        == 6
+    )
 
 
 @pytest.mark.parametrize(
