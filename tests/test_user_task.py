@@ -120,12 +120,17 @@ def test_resume_of_the_example_task_continues_at_the_saved_step(reacher_run, tmp
     shutil.copytree(reacher_run / "runs", tmp_path / "runs")
     saved = torch.load(_last_checkpoint(tmp_path), map_location="cpu", weights_only=True)
     assert saved["global_step"] == ITERATIONS
-    result = _fit(tmp_path, "--ckpt_path=last", f"--trainer.max_steps={ITERATIONS + 4}")
+    assert TaskSpec.of(saved["datamodule_hyper_parameters"]["collector"]["task"]) == TaskSpec(
+        CLASS_PATH, {**TaskSpec.from_config(CLASS_PATH).init_args, "max_episode_steps": 50}
+    )
+    result = _fit(tmp_path, "--ckpt_path=last", f"--trainer.max_steps={ITERATIONS + 10}")
     assert result.returncode == 0, result.stderr[-4000:]
-    resumed = torch.load(_last_checkpoint(tmp_path), map_location="cpu", weights_only=True)
-    assert resumed["global_step"] == ITERATIONS + 4
-    task = resumed["datamodule_hyper_parameters"]["collector"]["task"]
-    assert TaskSpec.of(task).class_path == CLASS_PATH
+    # The resumed run appends to the same metrics file; a run that started over would log
+    # its first steps again.
+    (metrics_file,) = (tmp_path / "runs").rglob("metrics.csv")
+    with metrics_file.open() as stream:
+        steps = [int(row["step"]) for row in csv.DictReader(stream) if row["step"]]
+    assert steps == sorted(steps) and max(steps) >= ITERATIONS, steps
 
 
 def test_example_task_trains_with_fast_sac_by_its_class_path(tmp_path):
