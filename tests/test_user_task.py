@@ -211,3 +211,13 @@ def test_mjcf_path_relative_to_the_config_file_is_found_from_anywhere(tmp_path):
         .build(1)
         .reset()["policy"]
     ).all()
+
+
+def test_a_discrete_action_space_is_refused_in_one_line_naming_the_space(tmp_path):
+    result = _fit(tmp_path, "--data.init_args.collector.task=gym:CartPole-v1")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: invalid config: GymnasiumVectorAdapter: the action space must be a "
+        "gymnasium.spaces.Box (continuous actions), got Discrete(2)"
+    )
+    assert not list(tmp_path.rglob("*.ckpt"))
