@@ -56,11 +56,6 @@ class TaskSpec:
         self.class_path = class_path
         self.init_args = init_args
 
-    @property
-    def name(self) -> str:
-        """A short name for messages and logs: the class name or the built-in name."""
-        return self.class_path.rsplit(".", 1)[-1]
-
     def build(self, num_envs: int, *, seed: int = 0, num_threads: int = 1) -> BatchedMujocoEnv:
         """The task with ``num_envs`` simulations (see :func:`unilab_lit.envs.make_env`)."""
         return make_env(
