@@ -10,11 +10,17 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.compat.proto.summary_pb2 import Summary
 from typing_extensions import override
 
-from unilab_lit import metrics, tracing, video
-from unilab_lit.data.link import collector_link
+from unilab_lit.app.policy_episodes import (
+    EpisodeResults,
+    FrameRecording,
+    policy_actions,
+    run_episodes,
+)
+from unilab_lit.collector.link import collector_link
 from unilab_lit.envs.task_spec import TaskSpec
-from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
-from unilab_lit.lightning_compat import logger_step, write_tensorboard_summary
+from unilab_lit.telemetry import metrics, tracing, video
+from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +82,13 @@ class PolicyEvaluator(Callback):
             ("video_width", video_width),
             ("video_height", video_height),
         ):
-            if value < 1:
-                raise ValueError(f"PolicyEvaluator.{name} must be >= 1, got {value}")
-        if every_n_video_steps is not None and every_n_video_steps < 1:
-            raise ValueError(
-                f"PolicyEvaluator.every_n_video_steps must be >= 1 or null, got {every_n_video_steps}"
-            )
+            check_arg(value >= 1, f"PolicyEvaluator.{name}", value, ">= 1")
+        check_arg(
+            every_n_video_steps is None or every_n_video_steps >= 1,
+            "PolicyEvaluator.every_n_video_steps",
+            every_n_video_steps,
+            ">= 1 or null",
+        )
         self.every_n_steps = every_n_steps
         self.episodes = episodes
         self.num_envs = num_envs
@@ -138,7 +145,7 @@ class PolicyEvaluator(Callback):
         self._next_video_step = state_dict.get("next_video_step", self._next_video_step)
 
     def _make_env(self, trainer: Trainer) -> Any:
-        task = self.task if self.task is not None else collector_link(trainer).task
+        task = self.task if self.task is not None else collector_link(trainer).options.task
         if self.every_n_video_steps is not None:
             task = task.with_frames()
         return task.build(self.num_envs, seed=self.seed)

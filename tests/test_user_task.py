@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from unilab_lit import metrics
+from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.envs.task_spec import TaskSpec
-from unilab_lit.evaluation import run_episodes
+from unilab_lit.telemetry import metrics
 
 CONFIG = REPO / "examples" / "reacher" / "appo.yaml"
 CLASS_PATH = "examples.reacher.Reacher"
@@ -96,7 +96,14 @@ def test_example_task_trained_with_appo_beats_a_random_policy(reacher_run):
 def test_play_and_export_rebuild_the_example_task_from_the_checkpoint(reacher_run, tmp_path):
     checkpoint = _last_checkpoint(reacher_run)
     played = _run(
-        ["-m", "unilab_lit.play", "--ckpt_path", str(checkpoint), "--num_envs=4", "--episodes=4"],
+        [
+            "-m",
+            "unilab_lit.app.play",
+            "--ckpt_path",
+            str(checkpoint),
+            "--num_envs=4",
+            "--episodes=4",
+        ],
         tmp_path,
     )
     assert played.returncode == 0, played.stderr[-2000:]
@@ -104,7 +111,7 @@ def test_play_and_export_rebuild_the_example_task_from_the_checkpoint(reacher_ru
     assert mean_return > -9.0, played.stdout  # random: about -10
 
     exported = _run(
-        ["-m", "unilab_lit.export", "--ckpt_path", str(checkpoint), "--output", "policy.onnx"],
+        ["-m", "unilab_lit.app.export", "--ckpt_path", str(checkpoint), "--output", "policy.onnx"],
         tmp_path,
     )
     assert exported.returncode == 0, exported.stderr[-2000:]

@@ -14,6 +14,7 @@ from collector_workers import ConstantGaussian, spec
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
@@ -39,11 +40,11 @@ def offpolicy() -> Iterator:
     weights = SharedWeights(flat_size(policy))
     collector = CollectorProcess(
         CollectorConfig(
-            task=TaskSpec("CartpoleSwingup", {"max_episode_steps": MAX_EPISODE_STEPS}),
-            num_envs=N,
+            CollectorOptions(
+                TaskSpec("CartpoleSwingup", {"max_episode_steps": MAX_EPISODE_STEPS}), N, seed=SEED
+            ),
             policy=spec("ConstantGaussian", OBS, ACT),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),
-            seed=SEED,
             weights=weights.handle(),
         )
     )

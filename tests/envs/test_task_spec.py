@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.task_spec import TaskSpec
 
