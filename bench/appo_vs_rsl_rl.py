@@ -122,7 +122,6 @@ def rsl_rl_setup(config: str, log_dir: str, seed: int) -> dict:
         "train_cfg": rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity),
         "task": options.task,
         "num_envs": options.num_envs,
-        "task_kwargs": dict(options.task_kwargs),
         "physics_threads": options.physics_threads,
     }
 
@@ -138,7 +137,6 @@ def run_rsl_rl(
     import torch
     from rsl_rl.runners import OnPolicyRunner
 
-    from unilab_lit.envs import make_env
     from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
 
     train_cfg = setup["train_cfg"]
@@ -166,13 +164,7 @@ def run_rsl_rl(
             return out
 
     env = WatchedEnv(
-        make_env(
-            setup["task"],
-            setup["num_envs"],
-            seed=seed,
-            num_threads=physics_threads,
-            **setup["task_kwargs"],
-        ),
+        setup["task"].build(setup["num_envs"], seed=seed, num_threads=physics_threads),
         seed=seed,
     )
     runner = OnPolicyRunner(env, train_cfg, log_dir=log_dir, device="cpu")

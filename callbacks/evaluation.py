@@ -17,7 +17,7 @@ from unilab_lit.app.policy_episodes import (
     run_episodes,
 )
 from unilab_lit.collector.link import collector_link
-from unilab_lit.envs import GYM_PREFIX, make_env
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics, tracing, video
 from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary
 from unilab_lit.validation import check_arg
@@ -50,8 +50,8 @@ class PolicyEvaluator(Callback):
         episodes: Episodes per evaluation, spread over the envs (>= 1).
         num_envs: Envs of the evaluation batch (>= 1).
         seed: Seed of the evaluation envs' reset (apart from the collector's).
-        task: Task to evaluate on; ``None`` takes the data module's ``task`` and ``task_kwargs``.
-        task_kwargs: Keyword arguments of ``task`` (only with ``task``).
+        task: Task to evaluate on (a name or ``{class_path, init_args}``, checked as the data
+            module's is); ``None`` takes the data module's task.
         every_n_video_steps: Iterations between clips; ``None`` (default) logs none. Clips come
             from evaluations, so it should be a multiple of ``every_n_steps``.
         video_frames: Longest clip, in frames (>= 1).
@@ -59,8 +59,7 @@ class PolicyEvaluator(Callback):
         video_height: Clip height in pixels (>= 1).
 
     Raises:
-        ValueError: If a count or size is out of range, or ``task_kwargs`` is given without
-            ``task``.
+        ValueError: If a count or size is out of range.
     """
 
     def __init__(
@@ -69,8 +68,7 @@ class PolicyEvaluator(Callback):
         episodes: int = 16,
         num_envs: int = 16,
         seed: int = 1_000_003,
-        task: str | None = None,
-        task_kwargs: dict[str, Any] | None = None,
+        task: TaskSpec | None = None,
         every_n_video_steps: int | None = None,
         video_frames: int = 200,
         video_width: int = 320,
@@ -91,16 +89,11 @@ class PolicyEvaluator(Callback):
             every_n_video_steps,
             ">= 1 or null",
         )
-        if task is None and task_kwargs:
-            raise ValueError(
-                "PolicyEvaluator.task_kwargs needs task (else the data module's apply)"
-            )
         self.every_n_steps = every_n_steps
         self.episodes = episodes
         self.num_envs = num_envs
         self.seed = seed
-        self.task = task
-        self.task_kwargs = dict(task_kwargs or {})
+        self.task = None if task is None else TaskSpec.of(task)
         self.every_n_video_steps = every_n_video_steps
         self.video_frames = video_frames
         self.video_width = video_width
@@ -152,16 +145,10 @@ class PolicyEvaluator(Callback):
         self._next_video_step = state_dict.get("next_video_step", self._next_video_step)
 
     def _make_env(self, trainer: Trainer) -> Any:
-        if self.task is not None:
-            task, task_kwargs = self.task, dict(self.task_kwargs)
-        else:
-            options = collector_link(trainer).options
-            task, task_kwargs = options.task, dict(options.task_kwargs)
-        if self.every_n_video_steps is not None and task.startswith(GYM_PREFIX):
-            # gymnasium envs render only in the mode they were made with.
-            env_kwargs = {**task_kwargs.get("env_kwargs", {}), "render_mode": "rgb_array"}
-            task_kwargs["env_kwargs"] = env_kwargs
-        return make_env(task, self.num_envs, seed=self.seed, **task_kwargs)
+        task = self.task if self.task is not None else collector_link(trainer).options.task
+        if self.every_n_video_steps is not None:
+            task = task.with_frames()
+        return task.build(self.num_envs, seed=self.seed)
 
     def _evaluate(self, pl_module: LightningModule, with_video: bool) -> EpisodeResults:
         record = (

@@ -125,7 +125,7 @@ class RLCheckpoint(Callback):
         own = checkpoint["callbacks"][self.state_key]
         own["logger_versions"] = [_version(logger) for logger in trainer.loggers]
         own["run"] = {
-            "task": collector_link(trainer).options.task,
+            "task": collector_link(trainer).options.task.class_path,
             "world_size": trainer.world_size,
         }
         if self.save_replay:

@@ -147,7 +147,7 @@ def test_print_config_round_trips(tmp_path, marked_env):
     [
         (
             "--data.init_args.collector.task=NoSuchTask",
-            "unknown task 'NoSuchTask'; registered tasks:",
+            "data.init_args.collector.task: unknown task 'NoSuchTask': built-in tasks are",
         ),
         ("--data.init_args.ring_slots=1", "ring_slots must be >= 2, got 1"),
         ("--model.init_args.gamma=2", "gamma must be in (0, 1], got 2.0"),

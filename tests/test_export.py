@@ -16,6 +16,7 @@ from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.app.export import METADATA_FILE, export_policy, main
 from unilab_lit.app.trained_run import TrainedRun
+from unilab_lit.envs.task_spec import TaskSpec
 
 # (algorithm, task, obs size, action size)
 ALGORITHMS = [
@@ -40,7 +41,7 @@ def _trained_like(cls: type, task: str, obs_size: int, action_size: int) -> Trai
         for parameter in model.collector_policy().parameters():
             parameter.add_(torch.randn_like(parameter) * 0.3)
     model.eval()
-    return TrainedRun(model, task, {}, Path("none.ckpt"), 7)
+    return TrainedRun(model, TaskSpec(task), Path("none.ckpt"), 7)
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from unilab_lit.algos.appo import APPO
 from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import list_segments
 from unilab_lit.telemetry import metrics
 
@@ -26,7 +27,7 @@ from unilab_lit.telemetry import metrics
 FAST = [
     "--data.init_args.collector.num_envs=8",
     "--data.init_args.num_steps=8",
-    "--data.init_args.collector.task_kwargs={max_episode_steps: 16}",
+    "--data.init_args.collector.task={class_path: CartpoleSwingup, init_args: {max_episode_steps: 16}}",
     "--trainer.log_every_n_steps=1",
 ]
 
@@ -182,7 +183,7 @@ class _StopWhenShown(Callback):
 
 def test_progress_bar_shows_reward_fps_and_lag_counting_iterations_to_max_steps():
     data = RolloutDataModule(
-        CollectorOptions("CartpoleSwingup", 8, task_kwargs={"max_episode_steps": 16}), num_steps=8
+        CollectorOptions(TaskSpec("CartpoleSwingup", {"max_episode_steps": 16}), 8), num_steps=8
     )
     spec = data.env_spec
     model = APPO(

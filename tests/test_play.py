@@ -14,7 +14,6 @@ from tests.conftest import REPO
 from unilab_lit.app.play import main, play
 from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.app.trained_run import load_trained_run
-from unilab_lit.envs import make_env
 
 EPISODE_STEPS = 500  # CartpoleSwingup's time limit
 
@@ -45,7 +44,7 @@ def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path)
 def test_play_scores_above_a_random_policy_after_a_short_fit(appo_cartpole_run):
     run = load_trained_run("last", appo_cartpole_run)
     trained = play(run, num_envs=4, episodes=4, seed=3)
-    env = make_env(run.task, 4, **run.task_kwargs)
+    env = run.task.build(4)
     generator = torch.Generator().manual_seed(0)
     random = run_episodes(
         env, lambda obs: torch.rand(obs.shape[0], 1, generator=generator) * 2 - 1, 4, seed=3

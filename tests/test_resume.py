@@ -30,6 +30,7 @@ from unilab_lit.app.resume import continue_run_directory
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import list_segments
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.telemetry import metrics
@@ -199,10 +200,10 @@ def _build_offpolicy() -> tuple[FastTD3, ReplayDataModule]:
     seed_everything(0)
     data = ReplayDataModule(
         CollectorOptions(
-            "CartpoleSwingup",
+            # Episodes end: exploration scales are redrawn.
+            TaskSpec("CartpoleSwingup", {"max_episode_steps": 7}),
             OFF_ENVS,
             seed=1,
-            task_kwargs={"max_episode_steps": 7},  # episodes end: exploration scales are redrawn
             learner_torch_threads=1,
         ),
         batch_size=8,

@@ -24,6 +24,7 @@ from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, replay_columns
 from unilab_lit.nn.policies import GaussianActor, PolicySpec
 from unilab_lit.telemetry import tracing
@@ -188,7 +189,7 @@ def test_fit_that_raises_still_writes_a_well_formed_trace(tmp_path):
 
 def test_offpolicy_fit_adds_the_copier_and_pack_thread_tracks(tmp_path):
     data = ReplayDataModule(
-        CollectorOptions("CartpoleSwingup", 4, task_kwargs={"max_episode_steps": 50}),
+        CollectorOptions(TaskSpec("CartpoleSwingup", {"max_episode_steps": 50}), 4),
         batch_size=8,
         buffer_size=64,
         learning_starts=4,

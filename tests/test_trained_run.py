@@ -21,7 +21,7 @@ def test_load_trained_run_restores_model_task_and_normaliser_from_the_checkpoint
     run = load_trained_run(alone)
     saved = torch.load(source, map_location="cpu", weights_only=True)
     assert isinstance(run.model, APPO) and not run.model.training
-    assert run.task == "CartpoleSwingup" and run.global_step == saved["global_step"]
+    assert run.task.class_path == "CartpoleSwingup" and run.global_step == saved["global_step"]
     assert torch.equal(run.model.obs_normalizer.mean, saved["state_dict"]["obs_normalizer.mean"])
 
 
@@ -34,7 +34,7 @@ def test_load_trained_run_falls_back_to_the_run_config_yaml(
     shutil.copy(config, run_dir / "config.yaml")
     shutil.copy(checkpoint_without_config, run_dir / "checkpoints" / "last.ckpt")
     run = load_trained_run(run_dir / "checkpoints" / "last.ckpt")
-    assert isinstance(run.model, APPO) and run.task == "CartpoleSwingup"
+    assert isinstance(run.model, APPO) and run.task.class_path == "CartpoleSwingup"
 
 
 def test_resolve_checkpoint_last_takes_the_newest_last_checkpoint(tmp_path):

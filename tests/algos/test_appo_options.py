@@ -22,6 +22,7 @@ from unilab_lit.app.export import export_policy
 from unilab_lit.app.trained_run import TrainedRun
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics
 
 LR, MIN_LR = 1e-3, 1e-4
@@ -233,7 +234,7 @@ def test_learner_collector_and_export_act_alike_on_observations_far_outside_the_
         torch.testing.assert_close(learner.inference_policy()(raw), expected)
     onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
     export_policy(
-        TrainedRun(learner.eval(), "CartpoleSwingup", {}, Path("none.ckpt"), 0),
+        TrainedRun(learner.eval(), TaskSpec("CartpoleSwingup"), Path("none.ckpt"), 0),
         onnx_path,
         script_path,
     )

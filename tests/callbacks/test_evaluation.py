@@ -15,6 +15,7 @@ from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics
 
 TASK_KWARGS = {"max_episode_steps": 20}
@@ -29,7 +30,7 @@ def _fit(
 ) -> Trainer:
     seed_everything(0)
     data = RolloutDataModule(
-        CollectorOptions("CartpoleSwingup", 8, task_kwargs=TASK_KWARGS, learner_torch_threads=1),
+        CollectorOptions(TaskSpec("CartpoleSwingup", TASK_KWARGS), 8, learner_torch_threads=1),
         num_steps=8,
     )
     spec = data.env_spec
@@ -123,6 +124,7 @@ def test_evaluator_keeps_its_schedule_across_a_resume(tmp_path):
     assert _steps(_events(tmp_path / "resumed"), metrics.EVAL_MEAN_REWARD) == [5, 9]
 
 
-def test_evaluator_rejects_task_kwargs_without_task():
-    with pytest.raises(ValueError, match="task_kwargs needs task"):
-        PolicyEvaluator(task_kwargs={"max_episode_steps": 5})
+def test_evaluator_takes_its_own_task_as_a_name_or_a_class_path_spec():
+    spec = {"class_path": "unilab_lit.envs.cartpole.CartpoleSwingup", "init_args": TASK_KWARGS}
+    assert PolicyEvaluator(task=spec).task == TaskSpec.of(spec)
+    assert PolicyEvaluator(task="CartpoleSwingup").task == TaskSpec("CartpoleSwingup")

@@ -14,6 +14,7 @@ from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import RolloutRing, SharedObsStats, SharedWeights, list_segments, rollout_fields
 
 _OPTION_FIELDS = {field.name for field in dataclasses.fields(CollectorOptions)}
@@ -62,7 +63,9 @@ def make_rig() -> Iterator:
         options = {key: config.pop(key) for key in _OPTION_FIELDS & config.keys()}
         collector = CollectorProcess(
             CollectorConfig(
-                CollectorOptions("CartpoleSwingup", num_envs, **options),
+                CollectorOptions(
+                    TaskSpec("CartpoleSwingup", config.pop("task_args", None)), num_envs, **options
+                ),
                 policy=policy,
                 writer=AppoWriterSpec(ring.handle(), num_steps),
                 weights=None if weights is None else weights.handle(),

@@ -18,6 +18,7 @@ from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, SharedWeights, flat_size, replay_columns
 
 N = 4
@@ -40,10 +41,7 @@ def offpolicy() -> Iterator:
     collector = CollectorProcess(
         CollectorConfig(
             CollectorOptions(
-                "CartpoleSwingup",
-                N,
-                seed=SEED,
-                task_kwargs={"max_episode_steps": MAX_EPISODE_STEPS},
+                TaskSpec("CartpoleSwingup", {"max_episode_steps": MAX_EPISODE_STEPS}), N, seed=SEED
             ),
             policy=spec("ConstantGaussian", OBS, ACT),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),

@@ -19,6 +19,7 @@ from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.data.double_buffer import DoubleBufferPipeline, sample_seed
 from unilab_lit.envs.cartpole import CartpoleSwingup
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, SharedWeights, flat_size, list_segments, replay_columns
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
 from unilab_lit.nn.policies import PolicySpec
@@ -187,7 +188,7 @@ def start_collector() -> Iterator:
         collector = CollectorProcess(
             CollectorConfig(
                 CollectorOptions(
-                    "CartpoleSwingup", N, seed=SEED, task_kwargs={"max_episode_steps": 20}
+                    TaskSpec("CartpoleSwingup", {"max_episode_steps": 20}), N, seed=SEED
                 ),
                 policy=PolicySpec(f"{DeterministicActor.__module__}:DeterministicActor", ACTOR),
                 writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),

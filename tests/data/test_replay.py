@@ -22,6 +22,7 @@ from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import list_segments
 
 N_ENVS = 4
@@ -29,7 +30,7 @@ BATCH = 8
 UPDATES = 2
 LEARNING_STARTS = 10
 DATA = {
-    "collector": CollectorOptions("CartpoleSwingup", N_ENVS, task_kwargs={"max_episode_steps": 50}),
+    "collector": CollectorOptions(TaskSpec("CartpoleSwingup", {"max_episode_steps": 50}), N_ENVS),
     "batch_size": BATCH,
     "buffer_size": 64,
     "learning_starts": LEARNING_STARTS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from unilab_lit.envs import make_env, register_task, registered_tasks, task_class
+from unilab_lit.envs import make_env, registered_tasks, task_class
 from unilab_lit.envs.base import BatchedMujocoEnv
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
@@ -38,29 +38,29 @@ def test_registry_lists_every_contract_task() -> None:
 
 
 def test_make_env_unknown_name_lists_registered_tasks() -> None:
-    with pytest.raises(KeyError) as error:
+    with pytest.raises(ValueError) as error:
         make_env("NoSuchTask", 2)
     for name in TASKS:
         assert name in str(error.value)
 
 
-def test_register_task_makes_a_subclass_buildable_by_name() -> None:
-    class ShortCartpole(CartpoleSwingup):
-        pass
-
-    register_task("ShortCartpoleForTest", ShortCartpole)
-    try:
-        env = make_env("ShortCartpoleForTest", 2, max_episode_steps=5)
-        assert isinstance(env, ShortCartpole)
-        assert env.spec.max_episode_steps == 5
-        with pytest.raises(ValueError, match="already registered"):
-            register_task("ShortCartpoleForTest", CartpoleSwingup)
-    finally:
-        # Keep the registry as other tests (parametrized at import) saw it.
-        from unilab_lit import envs
-
-        envs._REGISTRY.pop("ShortCartpoleForTest")
+def test_make_env_builds_a_task_class_by_its_class_path() -> None:
+    env = make_env("unilab_lit.envs.cartpole.CartpoleSwingup", 2, max_episode_steps=5)
+    assert type(env) is CartpoleSwingup and env.spec.max_episode_steps == 5
     assert task_class("CartpoleSwingup") is CartpoleSwingup
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("no_such_package.Robot", "cannot be imported .*No module named 'no_such_package'"),
+        ("collections.OrderedDict", "is not a task: .* not a subclass of .*BatchedMujocoEnv"),
+    ],
+)
+def test_make_env_refuses_a_class_path_that_is_no_task_in_one_line(name, reason) -> None:
+    with pytest.raises(ValueError, match=reason) as error:
+        make_env(name, 2)
+    assert name in str(error.value) and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -25,6 +25,8 @@ _NOT_ACCEPTED = re.compile(r"Option '(?P<key>[\w.]+)' is not accepted")
 _EXPECTED = re.compile(
     r"Parser key \"(?P<key>[\w.]+)\":\s*Expected a (?P<type>.+?)\. Got value: (?P<value>.*)"
 )
+# A registered type's own one-line reason (``unilab_lit.envs.task_spec.TaskSpec``'s).
+_NOT_OF_TYPE = re.compile(r"Parser key \"(?P<key>[\w.]+)\":\s*Not of type \w+: (?P<reason>.+)")
 _OUTER_KEY = re.compile(r"^Parser key \"(?P<key>[\w.]+)\":")
 _SUBCOMMAND_OPTION = re.compile(
     r"Subcommand '(?P<sub>\w+)' does not accept option '(?P<key>[\w.]+)'"
@@ -74,6 +76,11 @@ def summarize(message: str, option_keys: Sequence[str]) -> str:
         expected = _EXPECTED.search(tail)
         if expected is not None:
             return _expected_line(f"{group}.init_args.{expected['key']}", expected)
+        not_of_type = _NOT_OF_TYPE.search(tail)
+        if not_of_type is not None:
+            key, reason = f"{group}.init_args.{not_of_type['key']}", not_of_type["reason"]
+            # The reason names a key inside the value ("init_args.x: ...") or the whole value.
+            return f"{key}.{reason}" if reason.startswith("init_args.") else f"{key}: {reason}"
     expected = _EXPECTED.search(message)
     if expected is not None:
         return _expected_line(expected["key"], expected)

@@ -39,8 +39,8 @@ def policy_metadata(run: TrainedRun) -> dict[str, Any]:
     spec = run.env_spec()
     model = run.model
     return {
-        "task": run.task,
-        "task_kwargs": json.dumps(run.task_kwargs, sort_keys=True),
+        "task": run.task.class_path,
+        "task_init_args": json.dumps(run.task.init_args, sort_keys=True),
         "algorithm": f"{type(model).__module__}.{type(model).__name__}",
         "global_step": run.global_step,
         "obs_size": spec.policy_obs_size,

@@ -23,7 +23,6 @@ from unilab_lit.app.policy_episodes import (
     run_episodes,
 )
 from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
-from unilab_lit.envs import GYM_PREFIX, make_env
 from unilab_lit.telemetry import video
 from unilab_lit.validation import check_arg
 
@@ -77,14 +76,8 @@ def play(
     """
     check_arg(num_envs >= 1, "num_envs", num_envs, ">= 1")
     outputs = outputs or PlayOutputs()
-    task_kwargs = dict(run.task_kwargs)
-    if outputs.wants_frames and run.task.startswith(GYM_PREFIX):
-        # gymnasium envs render only in the mode they were made with.
-        task_kwargs["env_kwargs"] = {
-            **task_kwargs.get("env_kwargs", {}),
-            "render_mode": "rgb_array",
-        }
-    env = make_env(run.task, num_envs, seed=seed, **task_kwargs)
+    task = run.task.with_frames() if outputs.wants_frames else run.task
+    env = task.build(num_envs, seed=seed)
     try:
         record = FrameRecording(outputs.width, outputs.height) if outputs.wants_frames else None
         results = run_episodes(
@@ -159,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     mode = "deterministic" if args.deterministic else "stochastic"
     sys.stdout.write(
-        f"{run.task} | {type(run.model).__name__} step {run.global_step} | {run.checkpoint}\n"
+        f"{run.task.class_path} | {type(run.model).__name__} step {run.global_step} | {run.checkpoint}\n"
         f"mean return {results.mean_return:.2f} (std {np.std(results.returns):.2f}), "
         f"mean episode length {results.mean_length:.1f} over {len(results.returns)} "
         f"episodes ({mode})\n"

@@ -3,7 +3,7 @@
 ``play``, ``export`` and anything else that uses a trained policy start here. The user names a
 checkpoint (or ``last``); the model class and the task come from what the run saved with it:
 the LightningCLI hyper-parameters inside the checkpoint (``_class_path`` of the model, the data
-module's collector options: ``task``, ``task_kwargs``), else the ``config.yaml`` the CLI writes into the run
+module's collector options: ``task``, its class path and arguments), else the ``config.yaml`` the CLI writes into the run
 directory next to ``checkpoints/``.
 """
 
@@ -22,8 +22,8 @@ from lightning.pytorch import LightningModule
 from unilab_lit.app.cli_io import one_line
 from unilab_lit.app.resume import newest_last_checkpoint
 from unilab_lit.collector.options import CollectorOptions
-from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import EnvSpec
+from unilab_lit.envs.task_spec import TaskSpec
 
 CONFIG_FILE = "config.yaml"
 LAST = "last"
@@ -39,21 +39,19 @@ class TrainedRun:
 
     Args:
         model: The algorithm, with its networks, normalisers and hyper-parameters restored.
-        task: Registered task name (or ``"gym:<EnvId>"``).
-        task_kwargs: Keyword arguments the task was built with.
+        task: The task the run trained on (class path and arguments).
         checkpoint: The checkpoint file the run was loaded from.
         global_step: Learner iterations the checkpoint had trained.
     """
 
     model: LightningModule
-    task: str
-    task_kwargs: dict[str, Any]
+    task: TaskSpec
     checkpoint: Path
     global_step: int
 
     def env_spec(self) -> EnvSpec:
         """The task's spec (sizes, action bounds, control period), from a one-env instance."""
-        env = make_env(self.task, 1, **self.task_kwargs)
+        env = self.task.build(1)
         try:
             return env.spec
         finally:
@@ -125,8 +123,7 @@ def load_trained_run(ckpt_path: str | Path, runs_dir: str | Path = "runs") -> Tr
     model.eval().requires_grad_(False)
     return TrainedRun(
         model=model,
-        task=str(task),
-        task_kwargs=dict(collector.get("task_kwargs") or {}),
+        task=TaskSpec.of(task),
         checkpoint=path,
         global_step=int(checkpoint.get("global_step", 0)),
     )

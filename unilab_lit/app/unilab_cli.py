@@ -28,6 +28,7 @@ from unilab_lit.app.resume import (
 )
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
 
@@ -197,7 +198,8 @@ class UnilabCLI(LightningCLI):
             data_args = fit_config.data.get("init_args") if fit_config.get("data") else None
             expected = {"model class": fit_config.model.get("class_path"), "task": None}
             if data_args is not None:
-                expected["task"] = data_args.get("collector.task")
+                task = data_args.get("collector.task")
+                expected["task"] = None if task is None else TaskSpec.of(task).class_path
                 expected.update({name: data_args.get(key) for name, key in DATA_SIZES.items()})
             check_checkpoint_matches(path, checkpoint, expected)
         except CheckpointMismatchError as err:

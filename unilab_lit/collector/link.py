@@ -24,7 +24,7 @@ class CollectorLink:
     as its ``collector_link`` between ``setup("fit")`` and ``teardown``.
 
     Attributes:
-        options: The collector's options (``task``, ``task_kwargs``, ``num_envs``, ...).
+        options: The collector's options (``task``, ``num_envs``, ...).
         weights: The block ``WeightSync`` publishes the collector policy into.
         obs_stats: The block ``ObsNormSync`` publishes the observation statistics into.
         inbox: The collector's metrics messages and trace batches, its trace switch, and the

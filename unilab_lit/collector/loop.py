@@ -27,7 +27,6 @@ from unilab_lit.collector.control import (
     ControlBlock,
 )
 from unilab_lit.collector.writer import Transition, Writer
-from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.nn.normalization import normalize
@@ -369,13 +368,7 @@ def build_loop(
     options, seed = config.options, config.seed
     torch.manual_seed(seed)
     policy = config.policy.build().eval()
-    env = make_env(
-        options.task,
-        options.num_envs,
-        seed=seed,
-        num_threads=options.physics_threads,
-        **options.task_kwargs,
-    )
+    env = options.task.build(options.num_envs, seed=seed, num_threads=options.physics_threads)
     try:
         writer = config.writer.build(env.spec)
         weights = None if config.weights is None else config.weights.attach()

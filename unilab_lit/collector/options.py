@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
+from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.validation import check_arg
 
 
@@ -19,10 +19,10 @@ class CollectorOptions:
     (inside :class:`~unilab_lit.collector.config.CollectorConfig`) read this same object.
 
     Args:
-        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
+        task: The task: a built-in name, ``gym:<EnvId>`` or ``{class_path, init_args}``
+            (``unilab_lit.envs.task_spec.TaskSpec``; Python callers may pass the name).
         num_envs: Environments the collector steps together (>= 1).
         seed: Seed of the collector's env and policy sampling (and of the replay sampling).
-        task_kwargs: Extra keyword arguments of the task's constructor.
         physics_threads: MuJoCo threads in the collector (>= 1).
         collector_torch_threads: Torch intra-op threads in the collector (>= 1); one keeps actor
             inference from competing with the physics threads.
@@ -38,10 +38,9 @@ class CollectorOptions:
         ValueError: if an option is out of range.
     """
 
-    task: str
+    task: TaskSpec
     num_envs: int
     seed: int = 0
-    task_kwargs: dict[str, Any] = field(default_factory=dict)
     physics_threads: int = 1
     collector_torch_threads: int = 1
     stall_timeout_s: float = 30.0
@@ -50,6 +49,7 @@ class CollectorOptions:
     learner_torch_threads: int | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "task", TaskSpec.of(self.task))
         threads = self.learner_torch_threads
         check_arg(threads is None or threads >= 1, "learner_torch_threads", threads, ">= 1 or null")
         for name in ("num_envs", "physics_threads", "collector_torch_threads"):
@@ -63,5 +63,5 @@ class CollectorOptions:
 # the task from them); Lightning loads checkpoints with torch's weights-only unpickler. Checkpoints
 # written before the options moved from unilab_lit/data/ name them by their old path.
 torch.serialization.add_safe_globals(
-    [CollectorOptions, (CollectorOptions, "unilab_lit.data.options.CollectorOptions")]
+    [CollectorOptions, TaskSpec, (CollectorOptions, "unilab_lit.data.options.CollectorOptions")]
 )

@@ -22,7 +22,6 @@ from unilab_lit.collector.session import CollectorSession
 from unilab_lit.collector.threads import limit_learner_threads
 from unilab_lit.collector.transport import Transport
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
-from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners
 from unilab_lit.ipc.weights import flat_size
@@ -52,7 +51,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         collector: The collector's task, env batch, seed, threads and timeouts.
 
     Raises:
-        ValueError: if the task is unknown or its ``task_kwargs`` do not fit it.
+        ValueError: if the task does not import, is not a task, or its arguments do not fit it.
     """
 
     def __init__(self, collector: CollectorOptions) -> None:
@@ -67,13 +66,13 @@ class CollectorDataModule(LightningDataModule, ABC):
         self._transport: Transport | None = None  # this fit's, planned once
         self._feed = FeedStats()
         self._collector_state: dict[str, Any] | None = None  # what the next session restores
-        _ = self.env_spec  # an unknown task or bad task_kwargs fail here, before anything starts
+        _ = self.env_spec  # a task that cannot be built fails here, before anything starts
 
     @cached_property
     def env_spec(self) -> EnvSpec:
         """The task's spec (sizes are linked into the model by the CLI)."""
         options = self.collector
-        env = make_env(options.task, 1, seed=options.seed, **options.task_kwargs)
+        env = options.task.build(1, seed=options.seed)
         try:
             return dataclasses.replace(env.spec, num_envs=options.num_envs)
         finally:

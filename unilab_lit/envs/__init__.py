@@ -1,26 +1,29 @@
-"""Registry of batched tasks by name, and ``make_env`` to build one.
+"""Built-in tasks by name, task classes by class path, and ``make_env`` to build one.
 
 Task classes are imported only when first built, so listing or building one task never imports
 the others (or gymnasium). A task class is called as
-``cls(num_envs, seed=seed, num_threads=num_threads, **task_kwargs)``.
-Names of the form ``"gym:<EnvId>"`` build a
-``unilab_lit.envs.gym_adapter.GymnasiumVectorAdapter(env_id, num_envs, seed=..., num_threads=...,
-**task_kwargs)`` around any gymnasium environment.
+``cls(num_envs=num_envs, seed=seed, num_threads=num_threads, **task_kwargs)``; a user's task is
+any ``BatchedMujocoEnv`` subclass named by its class path (``my_package.robots.MyRobot``), which
+every process imports for itself. Names of the form ``"gym:<EnvId>"`` build a
+``unilab_lit.envs.gym_adapter.GymnasiumVectorAdapter(env=env_id, ...)`` around any gymnasium
+environment. :class:`unilab_lit.envs.task_spec.TaskSpec` is how configs name a task.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import sys
 from typing import TYPE_CHECKING, Any
-
-from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
     from unilab_lit.envs.base import BatchedMujocoEnv
 
 GYM_PREFIX = "gym:"
+# What the trainer passes every task; a task's own arguments never set them.
+TRAINER_ARGUMENTS = frozenset({"num_envs", "seed", "num_threads"})
 
-# Name -> class, or "module:attribute" resolved (and cached) on first use.
+# Built-in name -> "module:attribute", resolved (and cached) on first use.
 _REGISTRY: dict[str, type | str] = {
     "CartpoleSwingup": "unilab_lit.envs.cartpole:CartpoleSwingup",
     "HalfCheetah": "unilab_lit.envs.locomotion:HalfCheetah",
@@ -31,41 +34,40 @@ _REGISTRY: dict[str, type | str] = {
 }
 
 
-def register_task(name: str, cls: type | str) -> None:
-    """Register a task class (or its ``"module:attribute"`` path) under ``name``.
-
-    Raises:
-        ValueError: If ``name`` is empty, uses the ``"gym:"`` prefix or is taken by another class.
-    """
-    check_arg(
-        bool(name) and not name.startswith(GYM_PREFIX),
-        "register_task: name",
-        name,
-        f"non-empty and not start with {GYM_PREFIX!r}",
-    )
-    existing = _REGISTRY.get(name)
-    if existing is not None and existing is not cls and _resolve(name) is not cls:
-        raise ValueError(f"register_task: {name!r} is already registered to {existing!r}")
-    _REGISTRY[name] = cls
-
-
 def registered_tasks() -> list[str]:
-    """Names ``make_env`` accepts (besides ``"gym:<EnvId>"``), sorted."""
+    """The built-in task names ``make_env`` accepts (besides ``"gym:<EnvId>"`` and class
+    paths), sorted."""
     return sorted(_REGISTRY)
 
 
 def task_class(name: str) -> type:
-    """The class registered under ``name``.
+    """The class ``name`` means: a built-in name, ``"gym:<EnvId>"`` or ``package.module.Class``.
 
     Raises:
-        KeyError: If ``name`` is not registered; the message lists the registered names.
+        ValueError: One line: ``name`` is not a built-in name and does not import (naming it
+            and the built-in names), or names something that is not a task class.
     """
-    if name not in _REGISTRY:
-        raise KeyError(
-            f"unknown task {name!r}; registered tasks: {registered_tasks()} "
-            f"(or '{GYM_PREFIX}<EnvId>' for a gymnasium environment)"
+    if name.startswith(GYM_PREFIX):
+        from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
+
+        return GymnasiumVectorAdapter
+    if name in _REGISTRY:
+        return _resolve(name)
+    module_name, _, attribute = name.rpartition(".")
+    if not module_name:
+        raise ValueError(
+            f"unknown task {name!r}: built-in tasks are {registered_tasks()}; or give "
+            f"'{GYM_PREFIX}<EnvId>' or the class path of your task (package.module.Class)"
         )
-    return _resolve(name)
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(
+            f"task {name!r} cannot be imported ({type(err).__name__}: {err}); is its package "
+            "installed or on PYTHONPATH?"
+        ) from None
+    _check_task_class(name, found)
+    return found
 
 
 def make_env(
@@ -74,22 +76,38 @@ def make_env(
     """Build the task ``name`` with ``num_envs`` simulations.
 
     Args:
-        name: A registered task name, or ``"gym:<EnvId>"`` for a gymnasium environment.
+        name: A built-in task name, ``"gym:<EnvId>"`` for a gymnasium environment, or the
+            class path of a task class.
         num_envs: Number of simulations stepped together.
         seed: Seed of the env's reset noise and timeout stagger.
         num_threads: Threads stepping the physics.
         **task_kwargs: Passed on to the task's constructor (its own typed arguments).
 
     Raises:
-        KeyError: If ``name`` is not registered; the message lists the registered names.
+        ValueError: If ``name`` means no task (see :func:`task_class`).
     """
-    if name.startswith(GYM_PREFIX):
-        from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
+    fixed = {"env": name[len(GYM_PREFIX) :]} if name.startswith(GYM_PREFIX) else {}
+    return task_class(name)(
+        num_envs=num_envs, seed=seed, num_threads=num_threads, **fixed, **task_kwargs
+    )
 
-        return GymnasiumVectorAdapter(
-            name[len(GYM_PREFIX) :], num_envs, seed=seed, num_threads=num_threads, **task_kwargs
+
+def _check_task_class(name: str, found: Any) -> None:
+    from unilab_lit.envs.base import BatchedMujocoEnv
+
+    # The adapter is a task too; it is looked up, not imported, so that other tasks never
+    # import gymnasium (a subclass of it has imported it already).
+    adapter = sys.modules.get("unilab_lit.envs.gym_adapter")
+    bases = (
+        (BatchedMujocoEnv,)
+        if adapter is None
+        else (BatchedMujocoEnv, adapter.GymnasiumVectorAdapter)
+    )
+    if not (inspect.isclass(found) and issubclass(found, bases)):
+        raise ValueError(
+            f"task {name!r} is not a task: {found!r} is not a subclass of "
+            "unilab_lit.envs.base.BatchedMujocoEnv"
         )
-    return task_class(name)(num_envs, seed=seed, num_threads=num_threads, **task_kwargs)
 
 
 def _resolve(name: str) -> type:

@@ -36,8 +36,28 @@ def gymnasium_asset(file_name: str) -> Path:
     path = assets / file_name
     if not path.is_file():
         shipped = sorted(p.name for p in assets.glob("*.xml"))
-        raise FileNotFoundError(f"gymnasium ships no {file_name!r} in {assets}; it has {shipped}")
+        raise FileNotFoundError(
+            f"{file_name!r} is neither a file nor an MJCF gymnasium ships in {assets} "
+            f"(it has {shipped})"
+        )
     return path
+
+
+def mjcf_file(xml_file: str) -> Path:
+    """The MJCF ``xml_file`` names: an existing file (absolute, or relative to the working
+    directory; the CLI makes a path relative to the config file absolute), else the name of
+    an MJCF gymnasium ships.
+
+    Raises:
+        FileNotFoundError: If it is neither.
+    """
+    path = Path(xml_file)
+    return path.resolve() if path.is_file() else gymnasium_asset(xml_file)
+
+
+def mjcf_sizes(xml_file: str) -> mujoco.MjModel:
+    """The compiled model of ``xml_file`` (see :func:`mjcf_file`), for observation sizes."""
+    return mujoco.MjModel.from_xml_path(str(mjcf_file(xml_file)))
 
 
 class _GymnasiumLocomotion(BatchedMujocoEnv):
@@ -64,7 +84,7 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
             reset_noise_scale,
             ">= 0",
         )
-        self._xml_path = gymnasium_asset(xml_file)
+        self._xml_path = mjcf_file(xml_file)
         model = mujoco.MjModel.from_xml_path(str(self._xml_path))
         super().__init__(
             model,
@@ -180,6 +200,8 @@ class HalfCheetah(_GymnasiumLocomotion):
         reset_noise_scale: Half-width of the uniform qpos noise and std of the Gaussian qvel noise.
         frame_skip: Physics steps per control step.
         max_episode_steps: Control steps per episode.
+        xml_file: The MJCF: a file (absolute, or relative to the config file) or the
+            name of one gymnasium ships (default: its ``half_cheetah.xml``).
     """
 
     def __init__(
@@ -193,11 +215,13 @@ class HalfCheetah(_GymnasiumLocomotion):
         reset_noise_scale: float = 0.1,
         frame_skip: int = 5,
         max_episode_steps: int = 1000,
+        xml_file: str = "half_cheetah.xml",
     ) -> None:
+        sizes = mjcf_sizes(xml_file)
         super().__init__(
-            "half_cheetah.xml",
+            xml_file,
             num_envs,
-            obs_size=17,
+            obs_size=sizes.nq - 1 + sizes.nv,
             reward_terms=("forward", "ctrl"),
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,
@@ -247,6 +271,8 @@ class Hopper(_HealthyLocomotion):
         reset_noise_scale: Half-width of the uniform qpos and qvel noise.
         frame_skip: Physics steps per control step.
         max_episode_steps: Control steps per episode.
+        xml_file: The MJCF: a file (absolute, or relative to the config file) or the
+            name of one gymnasium ships (default: its ``hopper.xml``).
     """
 
     def __init__(
@@ -265,11 +291,13 @@ class Hopper(_HealthyLocomotion):
         reset_noise_scale: float = 5e-3,
         frame_skip: int = 4,
         max_episode_steps: int = 1000,
+        xml_file: str = "hopper.xml",
     ) -> None:
+        sizes = mjcf_sizes(xml_file)
         super().__init__(
-            "hopper.xml",
+            xml_file,
             num_envs,
-            obs_size=11,
+            obs_size=sizes.nq - 1 + sizes.nv,
             reward_terms=("forward", "survive", "ctrl"),
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 
 from unilab_lit.envs.base import Obs
-from unilab_lit.envs.locomotion import _HealthyLocomotion, gymnasium_asset
+from unilab_lit.envs.locomotion import _HealthyLocomotion, mjcf_sizes
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.validation import check_arg
 
@@ -35,6 +34,8 @@ class Ant(_HealthyLocomotion):
         reset_noise_scale: Half-width of the uniform qpos noise and std of the Gaussian qvel noise.
         frame_skip: Physics steps per control step.
         max_episode_steps: Control steps per episode.
+        xml_file: The MJCF: a file (absolute, or relative to the config file) or the
+            name of one gymnasium ships (default: its ``ant.xml``).
     """
 
     MAIN_BODY = 1
@@ -56,6 +57,7 @@ class Ant(_HealthyLocomotion):
         reset_noise_scale: float = 0.1,
         frame_skip: int = 5,
         max_episode_steps: int = 1000,
+        xml_file: str = "ant.xml",
     ) -> None:
         check_arg(
             contact_force_range[0] <= contact_force_range[1],
@@ -63,10 +65,10 @@ class Ant(_HealthyLocomotion):
             contact_force_range,
             "(low, high)",
         )
-        sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("ant.xml")))
+        sizes = mjcf_sizes(xml_file)
         contact_size = 6 * (sizes.nbody - 1) if include_cfrc_ext_in_observation else 0
         super().__init__(
-            "ant.xml",
+            xml_file,
             num_envs,
             obs_size=sizes.nq - 2 + sizes.nv + contact_size,
             reward_terms=("forward", "survive", "ctrl", "contact"),
@@ -155,6 +157,8 @@ class Humanoid(_HealthyLocomotion):
         reset_noise_scale: Half-width of the uniform qpos and qvel noise.
         frame_skip: Physics steps per control step.
         max_episode_steps: Control steps per episode.
+        xml_file: The MJCF: a file (absolute, or relative to the config file) or the
+            name of one gymnasium ships (default: its ``humanoid.xml``).
 
     Raises:
         ValueError: If a range is not ``(low, high)`` or ``reset_noise_scale`` is negative.
@@ -180,13 +184,14 @@ class Humanoid(_HealthyLocomotion):
         reset_noise_scale: float = 1e-2,
         frame_skip: int = 5,
         max_episode_steps: int = 1000,
+        xml_file: str = "humanoid.xml",
     ) -> None:
         for name, (low, high) in (
             ("contact_cost_range", contact_cost_range),
             ("healthy_z_range", healthy_z_range),
         ):
             check_arg(low <= high, f"Humanoid: {name}", (low, high), "(low, high)")
-        sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("humanoid.xml")))
+        sizes = mjcf_sizes(xml_file)
         bodies = sizes.nbody - 1
         self._parts = {
             "cinert": include_cinert_in_observation,
@@ -199,7 +204,7 @@ class Humanoid(_HealthyLocomotion):
         obs_size = sizes.nq - 2 + sizes.nv
         obs_size += sum(widths[part] for part, on in self._parts.items() if on)
         super().__init__(
-            "humanoid.xml",
+            xml_file,
             num_envs,
             obs_size=obs_size,
             reward_terms=("forward", "survive", "ctrl", "contact"),
