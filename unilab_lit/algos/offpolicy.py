@@ -44,7 +44,7 @@ CRITIC, ACTOR, TEMPERATURE = 0, 1, 2
 _OPTIMIZER_NAMES = ("critic", "actor", "temperature")
 
 Minibatch = TensorDict
-"""One update's rows of :meth:`OffPolicyLearner._prepare`'s ``TensorDict``."""
+"""Prepared rows ``[R]`` (:meth:`OffPolicyLearner._prepare`); each update takes one slice."""
 
 
 def _steps(what: str) -> str:
