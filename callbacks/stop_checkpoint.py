@@ -6,8 +6,11 @@ import logging
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
+
+from unilab_lit.app.checkpoint_io import AtomicCheckpointIO
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,10 @@ class StopCheckpoint(ModelCheckpoint):
     Any other exception keeps Lightning's behaviour (``save_on_exception``). Every argument is
     ``ModelCheckpoint``'s.
 
+    Checkpoint files are written atomically (``unilab_lit.app.checkpoint_io.AtomicCheckpointIO``,
+    installed in ``setup`` unless the trainer was given its own ``CheckpointIO`` plugin): a
+    full disk leaves the earlier checkpoints and no partial file.
+
     Raises:
         ValueError: in ``setup``, for ``save_last="link"`` (the link would point at the older
             periodic checkpoint).
@@ -42,6 +49,8 @@ class StopCheckpoint(ModelCheckpoint):
                 "StopCheckpoint(save_last='link') would link last.ckpt to an older checkpoint "
                 "than the stop step; use save_last=true"
             )
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         super().setup(trainer, pl_module, stage)
 
     @override

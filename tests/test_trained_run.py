@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from unilab_lit.algos.appo import APPO
-from unilab_lit.trained_run import RunLoadError, load_trained_run, resolve_checkpoint
+from unilab_lit.app.trained_run import RunLoadError, load_trained_run, resolve_checkpoint
 
 
 def test_load_trained_run_restores_model_task_and_normaliser_from_the_checkpoint(

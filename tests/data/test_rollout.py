@@ -13,8 +13,8 @@ from tensordict import TensorDict
 
 from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO, ROLLOUT_KEYS
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError
-from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 

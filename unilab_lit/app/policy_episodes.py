@@ -1,6 +1,6 @@
 """Whole episodes of a trained policy on a batched env: returns, lengths, reward terms, frames.
 
-Shared by ``python -m unilab_lit.play`` and the ``PolicyEvaluator`` callback.
+Shared by ``python -m unilab_lit.app.play`` and the ``PolicyEvaluator`` callback.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import numpy as np
 import torch
 from lightning.pytorch import LightningModule
 
-from unilab_lit import metrics
 from unilab_lit.envs.base import BatchedMujocoEnv
 from unilab_lit.envs.spec import METRIC_PREFIX, POLICY
+from unilab_lit.telemetry import metrics
+from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
     from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
@@ -84,7 +85,7 @@ class EpisodeResults:
         return float(np.mean(self.lengths))
 
     def eval_metrics(self) -> dict[str, float]:
-        """The means under their ``Eval/`` keys (see :mod:`unilab_lit.metrics`)."""
+        """The means under their ``Eval/`` keys (see :mod:`unilab_lit.telemetry.metrics`)."""
         values = {
             metrics.EVAL_MEAN_REWARD: self.mean_return,
             metrics.EVAL_MEAN_EPISODE_LENGTH: self.mean_length,
@@ -124,8 +125,7 @@ def run_episodes(
     Raises:
         ValueError: If ``episodes`` is smaller than 1.
     """
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    check_arg(episodes >= 1, "episodes", episodes, ">= 1")
     num_envs = env.num_envs
     quota = np.array([episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)])
     done_count = np.zeros(num_envs, dtype=np.int64)

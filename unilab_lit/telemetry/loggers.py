@@ -6,7 +6,7 @@ from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-from unilab_lit.lightning_compat import AppendingExperimentWriter, cached_experiment
+from unilab_lit.telemetry.lightning_compat import AppendingExperimentWriter, cached_experiment
 
 
 class ResumableCSVLogger(CSVLogger):

@@ -15,6 +15,8 @@ import threading
 from multiprocessing.context import SpawnContext
 from typing import Any
 
+from unilab_lit.validation import check_arg
+
 # Message kinds (value of the "kind" key).
 EPISODES = "episodes"
 TIMING = "timing"
@@ -43,10 +45,8 @@ class MetricsChannel:
     def __init__(
         self, capacity: int = 64, slot_bytes: int = 64 * 1024, ctx: SpawnContext | None = None
     ) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        if slot_bytes < 256:
-            raise ValueError(f"slot_bytes must be >= 256, got {slot_bytes}")
+        check_arg(capacity >= 1, "capacity", capacity, ">= 1")
+        check_arg(slot_bytes >= 256, "slot_bytes", slot_bytes, ">= 256")
         ctx = ctx or mp.get_context("spawn")
         self.capacity = capacity
         self.slot_bytes = slot_bytes

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from unilab_lit.tracing import TraceBatch
+from unilab_lit.telemetry.tracing import TraceBatch
+from unilab_lit.validation import check_arg
 
 
 class TraceStore:
@@ -25,8 +26,7 @@ class TraceStore:
     """
 
     def __init__(self, max_events: int) -> None:
-        if max_events < 1:
-            raise ValueError(f"max_events must be >= 1, got {max_events}")
+        check_arg(max_events >= 1, "max_events", max_events, ">= 1")
         self.max_events = max_events
         self._batches: deque[TraceBatch] = deque()
         self._processes: dict[int, tuple[str, dict[int, str]]] = {}

@@ -11,10 +11,11 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from torch.utils.hooks import RemovableHandle
 from typing_extensions import override
 
-from unilab_lit import metrics as keys
-from unilab_lit import tracing
-from unilab_lit.data.link import CollectorLink, collector_link, has_collector_link
-from unilab_lit.trace_file import TraceStore
+from unilab_lit.collector.link import CollectorLink, collector_link, has_collector_link
+from unilab_lit.telemetry import metrics as keys
+from unilab_lit.telemetry import tracing
+from unilab_lit.telemetry.trace_file import TraceStore
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ _DRAIN_EVENTS = 4096
 class Tracing(Callback):
     """Writes a Chrome/Perfetto trace-event JSON with the learner's and the collector's tracks.
 
-    While fitting, the learner process records into a ``unilab_lit.tracing.TraceRecorder``
+    While fitting, the learner process records into a ``unilab_lit.telemetry.tracing.TraceRecorder``
     installed as the process's current recorder, so library code adds its own spans
     (``wait_for_data`` and ``stage_to_device`` in the data set, ``WeightSync.publish``, a
     pipeline thread's copies). This callback adds ``training_step`` (from
@@ -66,10 +67,10 @@ class Tracing(Callback):
         max_events: int = 1_000_000,
         collector_timeout_s: float = 2.0,
     ) -> None:
-        if max_events < 1:
-            raise ValueError(f"Tracing.max_events must be >= 1, got {max_events}")
-        if not collector_timeout_s >= 0:
-            raise ValueError(f"Tracing.collector_timeout_s must be >= 0, got {collector_timeout_s}")
+        check_arg(max_events >= 1, "Tracing.max_events", max_events, ">= 1")
+        check_arg(
+            collector_timeout_s >= 0, "Tracing.collector_timeout_s", collector_timeout_s, ">= 0"
+        )
         self.path = path
         self.max_events = max_events
         self.collector_timeout_s = collector_timeout_s
@@ -144,7 +145,7 @@ class Tracing(Callback):
         tracing.install(self._recorder)
         if has_collector_link(trainer):
             self._link = collector_link(trainer)
-            self._link.start_trace()
+            self._link.inbox.start_trace()
         else:
             log.info(
                 "Tracing: the data module runs no collector; the trace has learner tracks only"
@@ -185,7 +186,10 @@ class Tracing(Callback):
             self._store.add(self._recorder.drain())
         link = self._link
         if link is not None:
-            batches = link.stop_trace(self.collector_timeout_s) if final else link.drain_trace()
+            inbox = link.inbox
+            batches = (
+                inbox.stop_trace(self.collector_timeout_s) if final else inbox.drain_trace()[0]
+            )
             for batch in batches:
                 self._store.add(batch)
 

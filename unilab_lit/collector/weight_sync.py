@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from lightning.pytorch import LightningModule, Trainer
 
-from callbacks._periodic import PeriodicPublisher
-from unilab_lit.data.link import collector_link
+from unilab_lit.collector.link import collector_link
+from unilab_lit.collector.publisher import PeriodicPublisher
 
 
 class WeightSync(PeriodicPublisher):
-    """Publishes the module's collector policy to the collector (``CollectorLink.publish_weights``).
+    """Publishes the module's collector policy to the collector (``CollectorLink.weights``).
 
     The version is the learner's ``global_step`` (one step = one learner iteration):
     the collector stamps it on the data it generates, and the policy lag is measured
@@ -20,6 +20,6 @@ class WeightSync(PeriodicPublisher):
     """
 
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        collector_link(trainer).publish_weights(
+        collector_link(trainer).weights.publish_module(
             pl_module.collector_policy(), version=trainer.global_step
         )

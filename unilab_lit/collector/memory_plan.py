@@ -6,7 +6,7 @@ import logging
 
 import torch
 
-from unilab_lit.data.transport import Transport
+from unilab_lit.collector.transport import Transport
 from unilab_lit.ipc.budget import check_allocation_budget
 from unilab_lit.ipc.obs_stats import SharedObsStats
 from unilab_lit.ipc.weights import SharedWeights

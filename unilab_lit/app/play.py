@@ -1,7 +1,7 @@
-"""``python -m unilab_lit.play --ckpt_path PATH``: run a trained policy, report its return, film it.
+"""``python -m unilab_lit.app.play --ckpt_path PATH``: run a trained policy, report its return, film it.
 
 The task, the algorithm and its observation normaliser are rebuilt from the checkpoint (see
-:mod:`unilab_lit.trained_run`); frames are rendered offscreen (EGL, else OSMesa), so no display
+:mod:`unilab_lit.app.trained_run`); frames are rendered offscreen (EGL, else OSMesa), so no display
 is needed.
 """
 
@@ -15,11 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
-from unilab_lit import video
-from unilab_lit.cli_io import OutputError, check_output, checkpoint_parser, one_line
+from unilab_lit.app.cli_io import OutputError, check_output, checkpoint_parser, one_line
+from unilab_lit.app.policy_episodes import (
+    EpisodeResults,
+    FrameRecording,
+    policy_actions,
+    run_episodes,
+)
+from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
 from unilab_lit.envs import GYM_PREFIX, make_env
-from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
-from unilab_lit.trained_run import RunLoadError, TrainedRun, load_trained_run
+from unilab_lit.telemetry import video
+from unilab_lit.validation import check_arg
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ def play(
     """Run ``episodes`` whole episodes of the trained policy and write the requested files.
 
     Args:
-        run: The trained run (:func:`~unilab_lit.trained_run.load_trained_run`).
+        run: The trained run (:func:`~unilab_lit.app.trained_run.load_trained_run`).
         num_envs: Envs stepped together (>= 1).
         episodes: Episodes to finish (>= 1).
         seed: Seed of the envs' reset.
@@ -69,8 +75,7 @@ def play(
         RuntimeError: If frames are wanted and no OpenGL context can be created.
         OSError: If a file cannot be written (a half-written one is removed).
     """
-    if num_envs < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    check_arg(num_envs >= 1, "num_envs", num_envs, ">= 1")
     outputs = outputs or PlayOutputs()
     task_kwargs = dict(run.task_kwargs)
     if outputs.wants_frames and run.task.startswith(GYM_PREFIX):
@@ -97,7 +102,7 @@ def play(
 
 def _parser() -> argparse.ArgumentParser:
     parser = checkpoint_parser(
-        "python -m unilab_lit.play",
+        "python -m unilab_lit.app.play",
         "Run a trained policy from its checkpoint; print its mean return and "
         "episode length; optionally film env 0 (MP4) or write a PNG strip of its frames.",
     )

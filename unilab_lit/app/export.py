@@ -1,4 +1,4 @@
-"""``python -m unilab_lit.export --ckpt_path PATH --output policy.onnx``: the deployable policy.
+"""``python -m unilab_lit.app.export --ckpt_path PATH --output policy.onnx``: the deployable policy.
 
 Writes the deterministic policy with the observation normaliser folded in (raw policy
 observations in, actions out) as ONNX and as TorchScript, each with the run's metadata:
@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from unilab_lit.cli_io import OutputError, check_output, checkpoint_parser, one_line
-from unilab_lit.trained_run import RunLoadError, TrainedRun, load_trained_run
+from unilab_lit.app.cli_io import OutputError, check_output, checkpoint_parser, one_line
+from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
@@ -120,7 +120,7 @@ def _temporary_next_to(target: Path) -> Iterator[Path]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = checkpoint_parser(
-        "python -m unilab_lit.export",
+        "python -m unilab_lit.app.export",
         "Export a trained policy (observation normaliser folded in) as ONNX and "
         "TorchScript, with its observation/action sizes, task and action bounds as metadata.",
     )

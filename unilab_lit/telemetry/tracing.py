@@ -3,7 +3,7 @@
 Every process records into its own :class:`TraceRecorder`; :meth:`TraceRecorder.drain` turns what
 was recorded into a compact, picklable :class:`TraceBatch` (numpy columns, about 22 bytes a span),
 which the collector ships over its metrics channel and the learner keeps in a
-``unilab_lit.trace_file.TraceStore``. The store writes one Chrome trace-event JSON file (``{"traceEvents": [...]}``) that Perfetto and
+``unilab_lit.telemetry.trace_file.TraceStore``. The store writes one Chrome trace-event JSON file (``{"traceEvents": [...]}``) that Perfetto and
 ``chrome://tracing`` open, with a track per process and thread and name metadata for each.
 
 Timestamps are ``time.perf_counter_ns()``: on Linux that is ``CLOCK_MONOTONIC``, one clock for

@@ -1,13 +1,17 @@
-"""The collector's one message channel split for its two readers, and the trace hand-off over it."""
+"""The collector's one message channel split for its two readers, and the trace switch over it."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from unilab_lit import tracing
+from unilab_lit.telemetry import tracing
+
+if TYPE_CHECKING:
+    from unilab_lit.collector.channel import MetricsChannel
+    from unilab_lit.collector.control import ControlBlock
 
 # Messages held for a reader that has not drained yet (drop-oldest beyond, like the channel).
 _INBOX_MESSAGES = 1024
@@ -22,14 +26,25 @@ class CollectorInbox:
     keeps what belongs to the other reader.
 
     Args:
-        source: Returns the messages the collector sent since its previous call.
+        channel: The collector's metrics channel (``drain()`` and its ``dropped`` count).
+        control: The collector's control block (its trace switch).
+        alive: Whether the collector still runs (a stopped one sends no final trace batch).
     """
 
-    def __init__(self, source: Callable[[], list[dict[str, Any]]]) -> None:
-        self._source = source
+    def __init__(
+        self, channel: MetricsChannel, control: ControlBlock, alive: Callable[[], bool]
+    ) -> None:
+        self._channel = channel
+        self._control = control
+        self._alive = alive
         self._metrics: deque[dict[str, Any]] = deque(maxlen=_INBOX_MESSAGES)
         self._trace: deque[dict[str, Any]] = deque(maxlen=_INBOX_MESSAGES)
-        self.dropped = 0
+        self._dropped = 0
+
+    @property
+    def dropped(self) -> int:
+        """Messages lost in the channel or here because their reader drained too late."""
+        return self._channel.dropped + self._dropped
 
     def drain_metrics(self) -> list[dict[str, Any]]:
         """Every message that is not a trace batch, oldest first, since the last call."""
@@ -37,6 +52,10 @@ class CollectorInbox:
         messages = list(self._metrics)
         self._metrics.clear()
         return messages
+
+    def start_trace(self) -> None:
+        """Ask the collector to record trace spans; :meth:`drain_trace` collects them."""
+        self._control.request_trace(True)
 
     def drain_trace(self) -> tuple[list[tracing.TraceBatch], bool]:
         """Trace batches since the last call, and whether the collector's final one is among them."""
@@ -46,23 +65,22 @@ class CollectorInbox:
         self._trace.clear()
         return batches, final
 
-    def drain_trace_until_final(
-        self, timeout_s: float, alive: Callable[[], bool]
-    ) -> list[tracing.TraceBatch]:
-        """Trace batches until the final one arrives, ``alive()`` turns false or ``timeout_s``
-        passes (the collector was asked to stop recording before)."""
+    def stop_trace(self, timeout_s: float) -> list[tracing.TraceBatch]:
+        """Ask the collector to stop recording; every batch not drained yet, up to its final one,
+        which is waited for at most ``timeout_s`` (not at all once the collector is gone)."""
+        self._control.request_trace(False)
         deadline = time.monotonic() + timeout_s
         batches: list[tracing.TraceBatch] = []
         while True:
             arrived, final = self.drain_trace()
             batches += arrived
-            if final or not alive() or time.monotonic() > deadline:
+            if final or not self._alive() or time.monotonic() > deadline:
                 return batches
             time.sleep(_TRACE_POLL_S)
 
     def _pull(self) -> None:
-        for message in self._source():
+        for message in self._channel.drain():
             inbox = self._trace if message["kind"] == tracing.MESSAGE_KIND else self._metrics
             if len(inbox) == inbox.maxlen:
-                self.dropped += 1
+                self._dropped += 1
             inbox.append(message)

@@ -19,11 +19,11 @@ import torch
 import yaml
 from lightning.pytorch import LightningModule
 
-from unilab_lit.cli_io import one_line
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.app.cli_io import one_line
+from unilab_lit.app.resume import newest_last_checkpoint
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import EnvSpec
-from unilab_lit.resume import newest_last_checkpoint
 
 CONFIG_FILE = "config.yaml"
 LAST = "last"

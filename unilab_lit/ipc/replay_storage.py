@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmHandle
+from unilab_lit.validation import check_arg
 
 
 def replay_columns(policy_dim: int, critic_dim: int, action_dim: int) -> dict[str, int]:
@@ -45,7 +46,7 @@ class ReplayStorageHandle:
         return ReplayStorage(self.capacity, self.columns, _attach=self.block)
 
 
-class ReplayStorage:
+class ReplayStorage(SharedStructure):
     """A FIFO ring of ``capacity`` packed float32 rows ``[capacity, width]``.
 
     ``write`` appends rows at the monotone write pointer (total rows ever written),
@@ -65,45 +66,31 @@ class ReplayStorage:
     def __init__(
         self, capacity: int, columns: Mapping[str, int], _attach: ShmHandle | None = None
     ) -> None:
-        if capacity <= 0:
-            raise ValueError(f"capacity must be > 0, got {capacity}")
+        check_arg(capacity > 0, "capacity", capacity, "> 0")
         if not columns:
             raise ValueError("columns must name at least one column")
         bad = {name: w for name, w in columns.items() if w <= 0}
-        if bad:
-            raise ValueError(f"column widths must be > 0, got {bad}")
-        self._capacity = int(capacity)
+        check_arg(not bad, "column widths", bad, "> 0")
+        self.capacity = int(capacity)
+        """Rows the ring holds."""
         self._columns = {name: int(w) for name, w in columns.items()}
         self._slices: dict[str, slice] = {}
         start = 0
         for name, w in self._columns.items():
             self._slices[name] = slice(start, start + w)
             start += w
-        self._width = start
-        layout = _layout(self._capacity, self._width)
-        if _attach is None:
-            self._block = ShmBlock.create(layout.nbytes, "replay")
-        else:
-            self._block = ShmBlock.attach(_attach)
-        views = layout.views(self._block)
+        self.width = start
+        """Floats per row (sum of column widths)."""
+        views = self._map(_layout(self.capacity, self.width), "replay", _attach)
         # The pointer through numpy: cheap scalar access, still one aligned 8-byte load/store.
         self._ptr = views["write_ptr"].numpy()
-        self._rows = views["rows"]
+        self.rows = views["rows"]
+        """The whole ``[capacity, width]`` storage (a shared view)."""
 
     @staticmethod
     def required_bytes(capacity: int, columns: Mapping[str, int]) -> int:
         """Shared-memory bytes of a storage with this capacity and column map."""
         return _layout(capacity, sum(columns.values())).nbytes
-
-    @property
-    def capacity(self) -> int:
-        """Rows the ring holds."""
-        return self._capacity
-
-    @property
-    def width(self) -> int:
-        """Floats per row (sum of column widths)."""
-        return self._width
 
     @property
     def columns(self) -> dict[str, int]:
@@ -118,12 +105,7 @@ class ReplayStorage:
     @property
     def size(self) -> int:
         """Rows currently stored: ``min(write_ptr, capacity)``."""
-        return min(self.write_ptr, self._capacity)
-
-    @property
-    def rows(self) -> torch.Tensor:
-        """The whole ``[capacity, width]`` storage (a shared view)."""
-        return self._rows
+        return min(self.write_ptr, self.capacity)
 
     def column_slice(self, name: str) -> slice:
         """The column range of ``name`` within a row.
@@ -140,23 +122,17 @@ class ReplayStorage:
 
     def column(self, name: str) -> torch.Tensor:
         """``[capacity, width(name)]`` view of one column of the storage."""
-        return self._rows[:, self.column_slice(name)]
+        return self.rows[:, self.column_slice(name)]
 
     def split(self, packed: torch.Tensor) -> dict[str, torch.Tensor]:
         """Column views of any packed ``[..., width]`` tensor (e.g. a gathered batch)."""
-        if packed.shape[-1] != self._width:
-            raise ValueError(
-                f"packed rows must have width {self._width}, got {tuple(packed.shape)}"
-            )
+        if packed.shape[-1] != self.width:
+            raise ValueError(f"packed rows must have width {self.width}, got {tuple(packed.shape)}")
         return {name: packed[..., s] for name, s in self._slices.items()}
 
     def handle(self) -> ReplayStorageHandle:
         """Picklable handle a spawn child uses to attach."""
-        return ReplayStorageHandle(self._block.handle, self._capacity, self.columns)
-
-    def __reduce__(self) -> tuple[Callable[..., ReplayStorage], tuple[ReplayStorageHandle]]:
-        # Pickling sends the handle: the receiving process attaches and never owns.
-        return ReplayStorageHandle.attach, (self.handle(),)
+        return ReplayStorageHandle(self._block.handle, self.capacity, self.columns)
 
     def write(self, rows: torch.Tensor | Mapping[str, torch.Tensor]) -> int:
         """Append ``n`` rows, splitting at the end of the ring; returns the new write pointer.
@@ -171,8 +147,8 @@ class ReplayStorage:
         """
         n = self._row_count(rows)
         ptr = self.write_ptr
-        start = ptr % self._capacity
-        first = min(n, self._capacity - start)
+        start = ptr % self.capacity
+        first = min(n, self.capacity - start)
         for dst, src in (
             (slice(start, start + first), slice(0, first)),
             (slice(0, n - first), slice(first, n)),
@@ -180,10 +156,10 @@ class ReplayStorage:
             if dst.stop <= dst.start:
                 continue
             if isinstance(rows, torch.Tensor):
-                self._rows[dst].copy_(rows[src])
+                self.rows[dst].copy_(rows[src])
             else:
                 for name, cols in self._slices.items():
-                    self._rows[dst, cols].copy_(rows[name][src].reshape(-1, cols.stop - cols.start))
+                    self.rows[dst, cols].copy_(rows[name][src].reshape(-1, cols.stop - cols.start))
         self._ptr[0] = ptr + n
         return ptr + n
 
@@ -202,9 +178,9 @@ class ReplayStorage:
             ValueError: no row is eligible.
         """
         ptr = self.write_ptr
-        size = min(ptr, self._capacity)
+        size = min(ptr, self.capacity)
         # Only a full ring overwrites old rows; before that, new rows land past ptr.
-        guard = guard_rows if ptr >= self._capacity else 0
+        guard = guard_rows if ptr >= self.capacity else 0
         eligible = size - guard
         if count <= 0 or eligible <= 0:
             raise ValueError(
@@ -212,17 +188,17 @@ class ReplayStorage:
             )
         logical = torch.randint(eligible, (count,), generator=generator)
         oldest = ptr - size + guard
-        return (logical + oldest) % self._capacity
+        return (logical + oldest) % self.capacity
 
     def gather(self, indices: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Copy rows ``indices`` (int64, physical) into the preallocated ``out`` ``[len, width]``."""
-        return torch.index_select(self._rows, 0, indices, out=out)
+        return torch.index_select(self.rows, 0, indices, out=out)
 
     def state_dict(self) -> dict[str, Any]:
         """The stored rows, oldest first, and the write pointer (for an opt-in checkpoint)."""
         ptr, size = self.write_ptr, self.size
-        order = (torch.arange(size) + (ptr - size)) % self._capacity
-        return {"rows": self._rows[order].clone(), "write_ptr": ptr, "columns": self.columns}
+        order = (torch.arange(size) + (ptr - size)) % self.capacity
+        return {"rows": self.rows[order].clone(), "write_ptr": ptr, "columns": self.columns}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore rows and write pointer saved by :meth:`state_dict`.
@@ -232,21 +208,19 @@ class ReplayStorage:
         """
         if dict(state["columns"]) != self._columns:
             raise ValueError(f"saved columns {state['columns']} differ from {self._columns}")
-        rows = state["rows"][-self._capacity :]
+        rows = state["rows"][-self.capacity :]
         ptr = int(state["write_ptr"])
         size = rows.shape[0]
-        positions = (torch.arange(size) + (ptr - size)) % self._capacity
-        self._rows[positions] = rows.to(self._rows.dtype)
+        positions = (torch.arange(size) + (ptr - size)) % self.capacity
+        self.rows[positions] = rows.to(self.rows.dtype)
         self._ptr[0] = ptr
-
-    def unlink(self) -> None:
-        """Remove the block from /dev/shm (owner only; idempotent)."""
-        self._block.unlink()
 
     def _row_count(self, rows: torch.Tensor | Mapping[str, torch.Tensor]) -> int:
         if isinstance(rows, torch.Tensor):
-            if rows.dim() != 2 or rows.shape[1] != self._width:
-                raise ValueError(f"packed rows must be [n, {self._width}], got {tuple(rows.shape)}")
+            # Spelled out rather than check_arg: this runs on every write, and the message
+            # would be formatted each time.
+            if rows.dim() != 2 or rows.shape[1] != self.width:
+                raise ValueError(f"packed rows must be [n, {self.width}], got {tuple(rows.shape)}")
             n = rows.shape[0]
         else:
             if rows.keys() != self._columns.keys():
@@ -263,6 +237,6 @@ class ReplayStorage:
                 w = self._columns[name]
                 if t.numel() != n * w:
                     raise ValueError(f"column {name!r} must be [n, {w}], got {tuple(t.shape)}")
-        if n > self._capacity:
-            raise ValueError(f"cannot write {n} rows at once into a capacity of {self._capacity}")
+        if n > self.capacity:
+            raise ValueError(f"cannot write {n} rows at once into a capacity of {self.capacity}")
         return n

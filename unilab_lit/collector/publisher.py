@@ -8,7 +8,8 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
-from unilab_lit import tracing
+from unilab_lit.telemetry import tracing
+from unilab_lit.validation import check_arg
 
 
 class PeriodicPublisher(Callback, ABC):
@@ -27,10 +28,7 @@ class PeriodicPublisher(Callback, ABC):
     """
 
     def __init__(self, every_n_steps: int = 1) -> None:
-        if every_n_steps < 1:
-            raise ValueError(
-                f"{type(self).__name__}.every_n_steps must be >= 1, got {every_n_steps}"
-            )
+        check_arg(every_n_steps >= 1, f"{type(self).__name__}.every_n_steps", every_n_steps, ">= 1")
         self.every_n_steps = every_n_steps
         self._published_step: int | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -15,20 +16,23 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
-from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
-from callbacks.step_progress_bar import StepProgressBar
-from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
-from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.ipc.budget import MemoryBudgetError
-from unilab_lit.resume import (
+from unilab_lit.app.checkpoint_io import CheckpointWriteError
+from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
+from unilab_lit.app.resume import (
     CheckpointMismatchError,
     check_checkpoint_matches,
     continue_run_directory,
     read_checkpoint,
     resolve_checkpoint,
 )
+from unilab_lit.app.step_progress_bar import StepProgressBar
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.block import UnsupportedCPUError
+from unilab_lit.ipc.budget import MemoryBudgetError
 
 log = logging.getLogger(__name__)
+# Exit status of a run stopped by SIGTERM / SIGUSR1 (the shell's 128 + SIGTERM).
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 
@@ -46,14 +50,16 @@ def _action_size(spec: EnvSpec) -> int:
 
 
 def _show_library_info() -> None:
-    # Collector start-up, the memory plan, replay warm-up: INFO lines a user of the CLI should
-    # see, as Lightning shows its own. Library code only logs; the entry point decides.
-    logger = logging.getLogger("unilab_lit")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+    # Collector start-up, the memory plan, replay warm-up, the callbacks' stops (env-step
+    # budget, last checkpoint): INFO lines a user of the CLI should see, as Lightning shows its
+    # own. Library code only logs; the entry point decides.
+    for name in ("unilab_lit", "callbacks"):
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
 
 
 def _root_message(err: BaseException) -> str:
@@ -89,7 +95,7 @@ class UnilabCLI(LightningCLI):
     The saved ``config.yaml`` is overwritten on a rerun or resume instead of
     refusing to start. ``fit --ckpt_path last`` (or a path) continues the run: the
     checkpoint is found and the loggers write into its run directory
-    (``unilab_lit.resume``); a checkpoint of another model class, task, size or world size is
+    (``unilab_lit.app.resume``); a checkpoint of another model class, task, size or world size is
     refused before anything starts.
 
     Every failure before training ends in one line on stderr and exit status 1: a misspelled
@@ -122,7 +128,7 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except MemoryBudgetError as err:
+        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
             raise SystemExit(f"error: {err}") from None
 
     @override

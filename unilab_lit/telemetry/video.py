@@ -9,6 +9,8 @@ import imageio.v2 as imageio
 import imageio.v3 as iio
 import numpy as np
 
+from unilab_lit.validation import check_arg
+
 # libx264's yuv420p needs even sizes; imageio-ffmpeg resizes to a multiple of this (not 16,
 # its default, which would rescale a 640x480 frame).
 _MACRO_BLOCK = 2
@@ -25,8 +27,7 @@ def write_mp4(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: 
     """
     if len(frames) == 0:
         raise ValueError("write_mp4: no frames to write")
-    if fps <= 0:
-        raise ValueError(f"write_mp4: fps must be > 0, got {fps}")
+    check_arg(fps > 0, "write_mp4: fps", fps, "> 0")
     path = Path(path)
     try:
         with imageio.get_writer(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from unilab_lit.collector.config import WriterSpec
     from unilab_lit.collector.process import CollectorProcess
-    from unilab_lit.ipc.replay import ReplayStorage
+    from unilab_lit.ipc.replay_storage import ReplayStorage
 
 
 class _Block(Protocol):

@@ -8,7 +8,7 @@ from typing import Any
 
 from unilab_lit.collector import snapshot
 from unilab_lit.collector.process import CollectorError, CollectorProcess
-from unilab_lit.data.transport import Transport
+from unilab_lit.collector.transport import Transport
 
 log = logging.getLogger(__name__)
 

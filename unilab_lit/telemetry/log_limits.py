@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 
+from unilab_lit.validation import check_arg
+
 
 class RateLimitFilter(logging.Filter):
     """Passes the first record of each message, then at most one per ``interval_s``.
@@ -26,8 +28,7 @@ class RateLimitFilter(logging.Filter):
 
     def __init__(self, interval_s: float = 60.0) -> None:
         super().__init__()
-        if interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        check_arg(interval_s > 0, "interval_s", interval_s, "> 0")
         self.interval_s = interval_s
         self._lock = threading.Lock()
         # (logger name, format string) -> [time let through, records held back since]

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.options import CollectorOptions
 
 log = logging.getLogger(__name__)
 

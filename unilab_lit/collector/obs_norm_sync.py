@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from lightning.pytorch import LightningModule, Trainer
 
-from callbacks._periodic import PeriodicPublisher
-from unilab_lit.data.link import collector_link
+from unilab_lit.collector.link import collector_link
+from unilab_lit.collector.publisher import PeriodicPublisher
 
 
 class ObsNormSync(PeriodicPublisher):
@@ -20,6 +20,6 @@ class ObsNormSync(PeriodicPublisher):
     """
 
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        collector_link(trainer).publish_obs_stats(
+        collector_link(trainer).obs_stats.publish_normalizer(
             pl_module.obs_normalizer, version=trainer.global_step
         )
