@@ -7,6 +7,7 @@ from tensordict import TensorDict
 from torch.utils.data import IterableDataset
 
 from unilab_lit.algos.appo import APPO
+from unilab_lit.data.staging import rollout_batch
 
 T, N_ENVS, ROLLOUTS = 4, 6, 2
 M = N_ENVS * ROLLOUTS
@@ -33,7 +34,7 @@ def random_batch(g: torch.Generator, iteration: int) -> TensorDict:
     truncated = done & (torch.rand(T, M, generator=g) < 0.5)
     fresh = torch.zeros(M, dtype=torch.bool)
     fresh[:N_ENVS] = True  # the newest rollout; the older one was seen last iteration
-    return TensorDict(
+    return rollout_batch(
         {
             "obs": torch.randn(T, M, DP, generator=g) * 3.0 + 5.0,
             "critic_obs": torch.randn(T, M, DC, generator=g) * 2.0 - 1.0,
@@ -43,11 +44,12 @@ def random_batch(g: torch.Generator, iteration: int) -> TensorDict:
             "done": done,
             "truncated": truncated,
             "final_critic_obs": torch.randn(T, M, DC, generator=g),
+        },
+        {
             "last_critic_obs": torch.randn(M, DC, generator=g),
             "fresh": fresh,
             "policy_version": torch.full((M,), iteration - LAG, dtype=torch.int64),
         },
-        batch_size=[],
     )
 
 

@@ -34,6 +34,7 @@ from unilab_lit.algos.ppo_losses import (
     gaussian_kl,
     impact_surrogate_loss,
 )
+from unilab_lit.data.staging import rollout_batch
 from unilab_lit.telemetry import metrics
 
 
@@ -274,7 +275,7 @@ class BanditRollouts(IterableDataset):
             actions = out["actions"].reshape(T, M, A).clone()
             reward = -(actions - 1.0).pow(2).sum(-1)
             self.mean_rewards.append(reward.mean().item())
-            yield TensorDict(
+            yield rollout_batch(
                 {
                     "obs": obs,
                     "critic_obs": critic_obs,
@@ -284,11 +285,12 @@ class BanditRollouts(IterableDataset):
                     "done": torch.ones(T, M, dtype=torch.bool),
                     "truncated": torch.zeros(T, M, dtype=torch.bool),
                     "final_critic_obs": torch.zeros(T, M, DC),
+                },
+                {
                     "last_critic_obs": torch.zeros(M, DC),
                     "fresh": torch.ones(M, dtype=torch.bool),
                     "policy_version": torch.full((M,), iteration, dtype=torch.int64),
                 },
-                batch_size=[],
             )
 
 

@@ -65,7 +65,7 @@ def test_critic_target_is_entropy_adjusted_and_bootstraps_except_on_terminated_r
     data = model._prepare(_hand_built_batch())
     discount = torch.tensor([0.9, 0.9, 0.9, 0.0])
     for i in range(4):
-        mb = {k: v[i : i + 1] for k, v in data.items()}
+        mb = data[i : i + 1]
         torch.manual_seed(10 + i)
         with torch.no_grad():
             next_actions, next_log_prob, _ = model.actor.sample(mb["next_obs"])

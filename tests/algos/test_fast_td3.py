@@ -72,12 +72,12 @@ def test_critic_target_bootstraps_from_next_obs_except_on_terminated_rows(use_cd
     next_q = twins.min(0).values if use_cdq else twins
     expected = data["reward"] + torch.tensor([0.9, 0.9, 0.9, 0.0]) * next_q
     for i in range(4):
-        _, terms = model._critic_loss({k: v[i : i + 1] for k, v in data.items()})
+        _, terms = model._critic_loss(data[i : i + 1])
         assert terms[metrics.Q_TARGET_MEAN].item() == pytest.approx(
             expected[..., i].mean().item(), abs=1e-4
         )
     # The terminated row's target is the reward alone.
-    _, terms = model._critic_loss({k: v[3:] for k, v in data.items()})
+    _, terms = model._critic_loss(data[3:])
     assert terms[metrics.Q_TARGET_MAX].item() == pytest.approx(3.0, abs=1e-5)
 
 

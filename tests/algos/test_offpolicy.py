@@ -14,6 +14,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from offpolicy_batches import DP, SMALL, RandomBatches, build, loader, make_trainer, random_batch
+from tensordict import TensorDict
 from torch import nn
 
 from unilab_lit.algos.fast_sac import FastSAC
@@ -70,6 +71,13 @@ def test_batch_missing_a_key_raises_and_lists_the_keys_it_has(tmp_path):
         make_trainer(tmp_path, 1).fit(
             _model(), train_dataloaders=loader(RandomBatches(B * U, drop_truncated))
         )
+
+
+def test_batch_without_one_batch_dimension_is_rejected_naming_the_contract():
+    rows = random_batch(torch.Generator().manual_seed(0), B * U)
+    unbatched = TensorDict(dict(rows.items()), batch_size=[])
+    with pytest.raises(ValueError, match=r"TensorDict of batch size \[rows\], got \[\]"):
+        _model()._check_batch(unbatched)
 
 
 def test_batch_that_does_not_split_into_minibatches_raises(tmp_path):

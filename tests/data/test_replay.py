@@ -13,6 +13,7 @@ import pytest
 import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from tensordict import TensorDict
 
 from callbacks import EpisodeStatsMonitor
 from tests.collector_fits import collector_trainer
@@ -57,6 +58,8 @@ class RecordingTD3(FastTD3):
                     "tick_offset": data.pipeline.tick_offset,
                     "released": data.transport.link.released,
                     "write_ptr": data.transport.replay.write_ptr,
+                    "type": type(batch),
+                    "batch_size": tuple(batch.batch_size),
                     "fields": {k: (v.dtype, tuple(v.shape)) for k, v in batch.items()},
                 }
             )
@@ -122,18 +125,6 @@ def test_fit_trains_after_warmup_one_tick_per_step_and_resume_counts_on(tmp_path
     assert all(s["released"] == s["tick"] + 1 for s in model.seen)
     assert model.seen[0]["write_ptr"] >= LEARNING_STARTS * N_ENVS
     assert any("replay warm-up done" in r.getMessage() for r in caplog.records)
-    rows = BATCH * UPDATES
-    assert model.seen[0]["fields"] == {
-        "obs": (torch.float32, (rows, data.env_spec.obs_sizes[POLICY])),
-        "next_obs": (torch.float32, (rows, data.env_spec.obs_sizes[POLICY])),
-        "critic_obs": (torch.float32, (rows, data.env_spec.obs_sizes[CRITIC])),
-        "next_critic_obs": (torch.float32, (rows, data.env_spec.obs_sizes[CRITIC])),
-        "actions": (torch.float32, (rows, data.env_spec.action_size)),
-        "reward": (torch.float32, (rows,)),
-        "done": (torch.bool, (rows,)),
-        "truncated": (torch.bool, (rows,)),
-    }
-    assert set(model.seen[0]["fields"]) == set(BATCH_KEYS)
     assert data.feed.env_steps == (first_tick + 2) * rows_per_tick
     _assert_released(pid.pid, before)
 
@@ -147,6 +138,29 @@ def test_fit_trains_after_warmup_one_tick_per_step_and_resume_counts_on(tmp_path
     assert resumed.seen[0]["tick_offset"] == first_tick + 2
     assert resumed_data.feed.env_steps == (2 * first_tick + 3) * rows_per_tick
     _assert_released(pid.pid, before)
+
+
+def test_each_item_is_a_tensordict_of_batch_size_rows_with_the_batch_keys(tmp_path):
+    data = ReplayDataModule(**DATA)
+    model = _model(data)
+    _trainer(tmp_path, 2).fit(model, datamodule=data)
+
+    rows = BATCH * UPDATES
+    spec = data.env_spec
+    for seen in model.seen:
+        assert seen["type"] is TensorDict and seen["batch_size"] == (rows,)
+        assert seen["fields"] == {
+            "obs": (torch.float32, (rows, spec.obs_sizes[POLICY])),
+            "next_obs": (torch.float32, (rows, spec.obs_sizes[POLICY])),
+            "critic_obs": (torch.float32, (rows, spec.obs_sizes[CRITIC])),
+            "next_critic_obs": (torch.float32, (rows, spec.obs_sizes[CRITIC])),
+            "actions": (torch.float32, (rows, spec.action_size)),
+            "reward": (torch.float32, (rows,)),
+            "done": (torch.bool, (rows,)),
+            "truncated": (torch.bool, (rows,)),
+        }
+        assert set(seen["fields"]) == set(BATCH_KEYS)
+    assert len(model.seen) == 2
 
 
 def test_collector_killed_while_fit_waits_raises_collector_error_and_releases_all(tmp_path):

@@ -7,10 +7,12 @@ import signal
 import time
 
 import pytest
+import torch
 from lightning.pytorch import Callback, Trainer
+from tensordict import TensorDict
 
 from tests.collector_fits import collector_trainer
-from unilab_lit.algos.appo import APPO
+from unilab_lit.algos.appo import APPO, ROLLOUT_KEYS
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError
 from unilab_lit.data.rollout import RolloutDataModule
@@ -19,12 +21,28 @@ from unilab_lit.ipc import list_segments
 NUM_ENVS, NUM_STEPS = 8, 8
 
 
-def _build(**collector_kwargs) -> tuple[APPO, RolloutDataModule]:
+class _RecordingAPPO(APPO):
+    """APPO that keeps the type, batch size and entry shapes of each item it trains on."""
+
+    def training_step(self, dataloader_iter):
+        item = next(dataloader_iter)
+        batch = item[0]
+        self.seen.append(
+            {
+                "type": type(batch),
+                "batch_size": tuple(batch.batch_size),
+                "fields": {k: (v.dtype, tuple(v.shape)) for k, v in batch.items()},
+            }
+        )
+        return super().training_step(iter([item]))
+
+
+def _build(cls: type[APPO] = APPO, **collector_kwargs) -> tuple[APPO, RolloutDataModule]:
     data = RolloutDataModule(
         CollectorOptions("CartpoleSwingup", NUM_ENVS, **collector_kwargs), num_steps=NUM_STEPS
     )
     spec = data.env_spec
-    model = APPO(
+    model = cls(
         policy_obs_size=spec.obs_sizes["policy"],
         critic_obs_size=spec.obs_sizes["critic"],
         action_size=spec.action_size,
@@ -64,6 +82,35 @@ def test_fit_trains_counts_env_steps_and_releases_shared_memory():
     assert data.feed.learned_env_steps % rollout == 0
     assert data.session is None and data.transport is None
     assert list_segments(os.getpid()) == []
+
+
+def test_each_item_is_a_tensordict_of_batch_size_steps_by_columns_with_the_rollout_keys():
+    model, data = _build(_RecordingAPPO)
+    model.seen = []
+    _trainer(3).fit(model, datamodule=data)
+
+    spec = data.env_spec
+    dp, dc, a = spec.obs_sizes["policy"], spec.obs_sizes["critic"], spec.action_size
+    assert len(model.seen) == 3
+    for seen in model.seen:
+        assert seen["type"] is TensorDict
+        t, m = seen["batch_size"]
+        # The staging pool combines 1..staging_capacity (3) rollouts of NUM_ENVS columns.
+        assert t == NUM_STEPS and m in (NUM_ENVS, 2 * NUM_ENVS, 3 * NUM_ENVS)
+        assert seen["fields"] == {
+            "obs": (torch.float32, (t, m, dp)),
+            "critic_obs": (torch.float32, (t, m, dc)),
+            "actions": (torch.float32, (t, m, a)),
+            "log_prob": (torch.float32, (t, m)),
+            "reward": (torch.float32, (t, m)),
+            "done": (torch.bool, (t, m)),
+            "truncated": (torch.bool, (t, m)),
+            "final_critic_obs": (torch.float32, (t, m, dc)),
+            "last_critic_obs": (torch.float32, (t, m, dc)),
+            "policy_version": (torch.int64, (t, m)),
+            "fresh": (torch.bool, (t, m)),
+        }
+        assert set(seen["fields"]) == set(ROLLOUT_KEYS)
 
 
 def test_killed_collector_fails_fit_fast_with_its_exit_code():

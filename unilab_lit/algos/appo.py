@@ -35,6 +35,21 @@ from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 _UPDATES = "updates"
+ROLLOUT_KEYS = (
+    "obs",
+    "critic_obs",
+    "actions",
+    "log_prob",
+    "reward",
+    "done",
+    "truncated",
+    "final_critic_obs",
+    "last_critic_obs",
+    "policy_version",
+    "fresh",
+)
+"""Keys of one rollout item, a ``TensorDict`` of batch size ``[T, M]`` (see :class:`APPO`)."""
+
 _INPUT_KEYS = ("obs", "critic_obs", "actions", "log_prob", "reward", "last_critic_obs")
 
 # Hyperparameters of a directly built APPO hold its optimizer class: allow it to weights-only loads.
@@ -49,11 +64,11 @@ class APPO(RLAlgorithm):
     ratio: Luo et al. 2020, "IMPACT: Importance Weighted Asynchronous Architectures with
     Clipped Target Networks".
 
-    One dataset item (a time-major rollout batch) is one learner iteration: V-trace targets
-    and advantages, then ``num_learning_epochs × num_mini_batches`` steps on the clipped
-    IMPACT surrogate, value loss and entropy bonus; the target actor follows the actor every
-    ``target_update_freq`` iterations. docs/algorithms.md describes the item's keys, the
-    update in order and the non-finite handling.
+    One dataset item (a time-major ``TensorDict`` of batch size ``[T, M]``, :data:`ROLLOUT_KEYS`)
+    is one learner iteration: V-trace targets and advantages, then ``num_learning_epochs ×
+    num_mini_batches`` steps on the clipped IMPACT surrogate, value loss and entropy bonus; the
+    target actor follows the actor every ``target_update_freq`` iterations. docs/algorithms.md
+    describes the item's keys, the update in order and the non-finite handling.
 
     Args:
         policy_obs_size: Width of the policy observation group (linked from the data module).
@@ -199,8 +214,10 @@ class APPO(RLAlgorithm):
 
     def training_step(self, dataloader_iter: Iterator[Any]) -> None:
         batch, _, _ = next(dataloader_iter)
+        # No-op for the staging pool's items, which already live on the learner's device.
+        batch = batch.to(self.device, non_blocking=True)
         iteration = self.global_step
-        num_samples = batch["reward"].numel()
+        num_samples = batch.numel()
         policy_lag = (iteration - batch["policy_version"]).float().mean()
         logged: dict[str, torch.Tensor | float] = {}
         # Under DDP a non-finite batch on one rank skips the iteration on every rank.
@@ -210,7 +227,7 @@ class APPO(RLAlgorithm):
             # DDP a rank without fresh columns still takes part in the normaliser's collective.
             fresh = batch["fresh"]
             if bool(fresh.any()) or distributed.is_distributed():
-                self._update_normalizers(batch["obs"][:, fresh], batch["critic_obs"][:, fresh])
+                self._update_normalizers(batch["obs"][fresh], batch["critic_obs"][fresh])
             data, rho_clip_fraction = self._prepare(batch)
             logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
             logged.update(self._optimize(data, fresh, iteration))
@@ -231,8 +248,8 @@ class APPO(RLAlgorithm):
 
     # ------------------------------------------------------------------------ iteration
     @torch.no_grad()
-    def _prepare(self, batch: TensorDict) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Per-sample training inputs (flattened to ``[T·M, ...]``) and the ρ clip fraction.
+    def _prepare(self, batch: TensorDict) -> tuple[TensorDict, torch.Tensor]:
+        """Per-sample training inputs (a ``TensorDict`` of ``[T, M]``) and the ρ clip fraction.
 
         The inputs are the normalised observations, pre-update values (the critic's outputs),
         target-policy terms, V-trace targets (values) and advantages.
@@ -244,7 +261,7 @@ class APPO(RLAlgorithm):
         truncated = batch["truncated"]
         outputs = self.critic(critic_obs)
         values = self.value_normalizer.denormalize(outputs)
-        last_critic_obs = self.critic_obs_normalizer(batch["last_critic_obs"])
+        last_critic_obs = self.critic_obs_normalizer(batch["last_critic_obs"][-1])
         bootstrap = self.value_normalizer.denormalize(self.critic(last_critic_obs))
         final_values = torch.zeros_like(values)
         if bool(truncated.any()):
@@ -269,32 +286,37 @@ class APPO(RLAlgorithm):
         advantages = returns.pg_advantages
         mean, std = distributed.mean_std_over_ranks(advantages)
         advantages = (advantages - mean) / (std + 1e-8)
-        data = {
-            "obs": obs.flatten(0, 1),
-            "critic_obs": critic_obs.flatten(0, 1),
-            "actions": actions.flatten(0, 1),
-            "behaviour_log_prob": batch["log_prob"].flatten(),
-            "target_log_prob": target_log_prob.flatten(),
-            "target_mean": target.mean.flatten(0, 1),
-            "target_std": target.stddev.flatten(0, 1),
-            "values": outputs.flatten(),
-            "returns": returns.vs.flatten(),
-            "advantages": advantages.flatten(),
-        }
+        data = TensorDict(
+            {
+                "obs": obs,
+                "critic_obs": critic_obs,
+                "actions": actions,
+                "behaviour_log_prob": batch["log_prob"],
+                "target_log_prob": target_log_prob,
+                "target_mean": target.mean,
+                "target_std": target.stddev,
+                "values": outputs,
+                "returns": returns.vs,
+                "advantages": advantages,
+            },
+            batch_size=batch.batch_size,
+            device=batch.device,
+        )
         rho_clip_fraction = (log_rhos.exp() > hp.clip_rho_threshold).float().mean()
         return data, rho_clip_fraction
 
     def _optimize(
-        self, data: dict[str, torch.Tensor], fresh: torch.Tensor, iteration: int
+        self, data: TensorDict, fresh: torch.Tensor, iteration: int
     ) -> dict[str, torch.Tensor]:
         hp = self.hparams
-        num_samples = data["advantages"].numel()
+        num_samples = data.numel()
         finite = bool(data["advantages"].isfinite().all() & data["returns"].isfinite().all())
         if not distributed.all_ranks(finite):
             self._skip_nonfinite(_UPDATES, f"iteration {iteration}: V-trace targets")
             self._count_iteration()
             return {}
         self._normalize_values(data, fresh)
+        samples = data.reshape(-1)
         mini_batch_size = num_samples // hp.num_mini_batches
         if mini_batch_size < 1:
             raise ValueError(
@@ -306,10 +328,10 @@ class APPO(RLAlgorithm):
         total_steps = hp.num_learning_epochs * hp.num_mini_batches
         steps: list[dict[str, torch.Tensor]] = []
         for epoch in range(hp.num_learning_epochs):
-            order = torch.randperm(num_samples, device=data["advantages"].device)
+            order = torch.randperm(num_samples, device=samples.device)
             for k in range(hp.num_mini_batches):
                 idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
-                loss, terms = self._minibatch_loss({key: v[idx] for key, v in data.items()})
+                loss, terms = self._minibatch_loss(samples[idx])
                 self._lr_schedule.adapt(optimizer.optimizer, loss, terms[metrics.APPROX_KL])
                 grad_norm = self._step(
                     optimizer,
@@ -325,17 +347,15 @@ class APPO(RLAlgorithm):
         return mean_terms(steps)
 
     @torch.no_grad()
-    def _normalize_values(self, data: dict[str, torch.Tensor], fresh: torch.Tensor) -> None:
+    def _normalize_values(self, data: TensorDict, fresh: torch.Tensor) -> None:
         """Fresh columns' targets into the value statistics; values and targets into critic units."""
         targets = data["returns"]
-        fresh_targets = targets.view(-1, fresh.numel())[:, fresh]  # [T, fresh columns]
+        fresh_targets = targets[fresh]
         output_layer = self.critic.model.mlp[-1]
         data["values"] = self.value_normalizer.update(fresh_targets, output_layer, data["values"])
         data["returns"] = self.value_normalizer.normalize(targets)
 
-    def _minibatch_loss(
-        self, mb: dict[str, torch.Tensor]
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _minibatch_loss(self, mb: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         hp = self.hparams
         dist = self.actor.distribution(mb["obs"])
         log_prob = dist.log_prob(mb["actions"]).sum(-1)

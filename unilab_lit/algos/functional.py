@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import torch
+from tensordict import TensorDictBase
 from torch import nn
 
 
@@ -32,9 +33,9 @@ def bootstrap_mask(done: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
     return ~done | truncated
 
 
-def all_finite(tensors: Mapping[str, torch.Tensor], keys: Iterable[str]) -> bool:
-    """Whether every entry of ``tensors[key]`` for each of ``keys`` is finite (one host sync)."""
-    return bool(torch.stack([tensors[key].isfinite().all() for key in keys]).all())
+def all_finite(batch: TensorDictBase, keys: Iterable[str]) -> bool:
+    """Whether every entry of ``batch[key]`` for each of ``keys`` is finite (one host sync)."""
+    return bool(torch.stack([batch[key].isfinite().all() for key in keys]).all())
 
 
 def mean_terms(steps: Iterable[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

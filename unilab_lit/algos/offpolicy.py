@@ -36,7 +36,7 @@ BATCH_KEYS = (
     "critic_obs",
     "next_critic_obs",
 )
-"""Keys of one replay item (a ``TensorDict`` of ``batch_size × updates_per_step`` rows)."""
+"""Keys of one replay item, a ``TensorDict`` of batch size ``[batch_size × updates_per_step]``."""
 
 _FLOAT_KEYS = ("obs", "next_obs", "actions", "reward", "critic_obs", "next_critic_obs")
 
@@ -44,7 +44,8 @@ _FLOAT_KEYS = ("obs", "next_obs", "actions", "reward", "critic_obs", "next_criti
 CRITIC, ACTOR, TEMPERATURE = 0, 1, 2
 _OPTIMIZER_NAMES = ("critic", "actor", "temperature")
 
-Minibatch = dict[str, torch.Tensor]
+Minibatch = TensorDict
+"""Prepared rows ``[R]`` (:meth:`OffPolicyLearner._prepare`); each update takes one slice."""
 
 
 def _steps(what: str) -> str:
@@ -246,13 +247,17 @@ class OffPolicyLearner(RLAlgorithm):
 
     # ------------------------------------------------------------------------ iteration
     def _check_batch(self, batch: TensorDict) -> int:
+        if batch.batch_dims != 1:
+            raise ValueError(
+                f"a replay batch must be a TensorDict of batch size [rows], got {list(batch.shape)}"
+            )
         missing = [key for key in BATCH_KEYS if key not in batch]
         if missing:
             raise KeyError(
                 f"replay batch lacks {missing}; it has {sorted(batch.keys())}, "
                 f"expected {list(BATCH_KEYS)}"
             )
-        rows = batch["reward"].shape[0]
+        rows = batch.shape[0]
         updates = self.offpolicy.updates_per_step
         if rows < updates or rows % updates:
             raise ValueError(
@@ -264,23 +269,25 @@ class OffPolicyLearner(RLAlgorithm):
     @torch.no_grad()
     def _prepare(self, batch: TensorDict) -> Minibatch:
         bootstrap = bootstrap_mask(batch["done"], batch["truncated"])
-        return {
-            "obs": self.obs_normalizer(batch["obs"]),
-            "next_obs": self.obs_normalizer(batch["next_obs"]),
-            "critic_obs": self.critic_obs_normalizer(batch["critic_obs"]),
-            "next_critic_obs": self.critic_obs_normalizer(batch["next_critic_obs"]),
-            "actions": batch["actions"],
-            "reward": batch["reward"],
-            "discount": self.offpolicy.gamma * bootstrap.to(batch["reward"].dtype),
-        }
+        return TensorDict(
+            {
+                "obs": self.obs_normalizer(batch["obs"]),
+                "next_obs": self.obs_normalizer(batch["next_obs"]),
+                "critic_obs": self.critic_obs_normalizer(batch["critic_obs"]),
+                "next_critic_obs": self.critic_obs_normalizer(batch["next_critic_obs"]),
+                "actions": batch["actions"],
+                "reward": batch["reward"],
+                "discount": self.offpolicy.gamma * bootstrap.to(batch["reward"].dtype),
+            },
+            batch_size=batch.batch_size,
+            device=batch.device,
+        )
 
     def _run_updates(self, data: Minibatch, iteration: int) -> dict[str, torch.Tensor]:
         updates = self.offpolicy.updates_per_step
-        size = data["reward"].shape[0] // updates
         steps = []
-        for u in range(updates):
+        for u, mb in enumerate(data.split(data.shape[0] // updates)):
             self._update_index = u
-            mb = {key: value[u * size : (u + 1) * size] for key, value in data.items()}
             k = iteration * updates + u
             steps.append(
                 self._update(

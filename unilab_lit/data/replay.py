@@ -42,12 +42,13 @@ _DEFAULT_COLLECTOR = CollectorOptions(task="HalfCheetah", num_envs=16)
 class ReplayDataset(FeedingDataset):
     """Endless stream of replay items in the off-policy batch contract.
 
-    Each item is a ``TensorDict`` of ``batch_size × updates_per_step`` rows: ``obs``,
-    ``next_obs``, ``critic_obs``, ``next_critic_obs`` ``[R, D]``, ``actions [R, A]``,
-    ``reward [R]`` (float32, raw) and ``done``, ``truncated [R]`` (bool; ``done`` is
-    terminated-or-truncated). The float tensors are column views of the pipeline's device
-    slot, valid until the next item is drawn. :attr:`stats` counts the collector steps behind
-    the items (from ``start``, the counts of earlier runs) and the latest wait.
+    Each item is a ``TensorDict`` of batch size ``[R]``, ``R = batch_size × updates_per_step``
+    (the keys of ``unilab_lit.algos.offpolicy.BATCH_KEYS``): ``obs``, ``next_obs``,
+    ``critic_obs``, ``next_critic_obs`` ``[R, D]``, ``actions [R, A]``, ``reward [R]`` (float32,
+    raw) and ``done``, ``truncated [R]`` (bool; ``done`` is terminated-or-truncated). The float
+    tensors are column views of the pipeline's device slot, valid until the next item is drawn.
+    :attr:`stats` counts the collector steps behind the items (from ``start``, the counts of
+    earlier runs) and the latest wait.
     """
 
     def __init__(

@@ -37,7 +37,8 @@ class RolloutDataset(FeedingDataset):
 
     On each ``next``: release one rollout through ``gate`` (synchronous collection), wait
     (with collector liveness checks) until the ring holds an unread rollout, move every
-    available rollout into the staging pool, and yield the pool's combined time-major batch.
+    available rollout into the staging pool, and yield the pool's combined time-major batch (a
+    ``TensorDict`` of batch size ``[T, M]``, see :func:`~unilab_lit.data.staging.rollout_batch`).
     :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (from
     ``start``, the counts of earlier runs) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
     within ``timeout_s`` raises ``TimeoutError``.

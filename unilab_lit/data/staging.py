@@ -133,7 +133,9 @@ class StagingPool:
         self.staged_total = int(state["staged_total"])
 
     def batch(self) -> TensorDict:
-        """Views over every active rollout; ``fresh`` marks columns staged since the last call.
+        """The :func:`rollout_batch` of every active rollout (views, valid until the next stage).
+
+        ``fresh`` marks the columns staged since the last call.
 
         Raises:
             RuntimeError: if nothing has been staged yet.
@@ -141,9 +143,27 @@ class StagingPool:
         if self.active == 0:
             raise RuntimeError("StagingPool.batch() called before any rollout was staged")
         m = self.active * self.num_envs
-        out = {k: v[:, :m] for k, v in self._steps.items()}
-        out.update({k: v[:m] for k, v in self._envs.items()})
-        out[VERSION_FIELD] = self._version[:m]
-        out["fresh"] = self._fresh[:m].clone()
+        columns = {k: v[:m] for k, v in self._envs.items()}
+        columns[VERSION_FIELD] = self._version[:m]
+        columns["fresh"] = self._fresh[:m].clone()
         self._fresh.zero_()
-        return TensorDict(out, batch_size=[])
+        return rollout_batch({k: v[:, :m] for k, v in self._steps.items()}, columns)
+
+
+def rollout_batch(
+    steps: Mapping[str, torch.Tensor], columns: Mapping[str, torch.Tensor]
+) -> TensorDict:
+    """One APPO item: a ``TensorDict`` of batch size ``[T, M]`` on the device of its tensors.
+
+    Args:
+        steps: Per-step entries ``[T, M, ...]``.
+        columns: Per-column entries ``[M, ...]`` (the bootstrap observation, the policy version,
+            the fresh mask). They enter as stride-0 views ``[T, M, ...]``, the same row at every
+            ``t``: nothing is copied, and indexing, masking or splitting the batch keeps each
+            column's entries with its steps.
+    """
+    first = next(iter(steps.values()))
+    num_steps = first.shape[0]
+    entries = dict(steps)
+    entries.update({k: v.expand(num_steps, *v.shape) for k, v in columns.items()})
+    return TensorDict(entries, batch_size=first.shape[:2], device=first.device)
