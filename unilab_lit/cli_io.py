@@ -1,10 +1,27 @@
-"""What the ``play`` and ``export`` entry points share: checkpoint arguments and output checks."""
+"""What the entry points share: shipped configs by name, checkpoint arguments, output checks."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+
+SHIPPED_CONFIGS = Path(__file__).parent / "configs"
+"""The configs the package ships (a link to the repository's ``configs/`` in a checkout)."""
+
+
+def find_config(path: str) -> str:
+    """``path``, or the shipped config of that name when no such file exists here.
+
+    ``appo.yaml`` and ``configs/appo.yaml`` both name the shipped ``appo.yaml`` from any
+    directory, so an installed package runs the README's commands. A path that names neither
+    is returned as it is, for the caller to report as missing.
+    """
+    given = Path(path)
+    if given.exists() or given.parent.name not in ("", SHIPPED_CONFIGS.name):
+        return path
+    shipped = SHIPPED_CONFIGS / given.name
+    return str(shipped) if shipped.is_file() else path
 
 
 class OutputError(Exception):
