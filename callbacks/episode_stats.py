@@ -18,7 +18,7 @@ from unilab_lit.job_metrics import job_values
 from unilab_lit.log_schedule import loggers_write_this_step
 
 _REWARD_PREFIX = "reward/"
-_PROG_BAR_KEYS = (keys.MEAN_REWARD, keys.TOTAL_FPS)
+_PROG_BAR_KEYS = (keys.ENV_STEPS, keys.TOTAL_FPS, keys.MEAN_REWARD)
 
 
 class EpisodeStatsMonitor(Callback):
@@ -40,8 +40,8 @@ class EpisodeStatsMonitor(Callback):
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
-        prog_bar: Also show mean reward and env-steps/s in the progress bar (APPO puts its
-            policy lag there).
+        prog_bar: Also show env steps, env-steps/s and mean reward in the progress bar (APPO
+            puts its policy lag there).
 
     Raises:
         ValueError: if ``window`` is smaller than 1.

@@ -15,7 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def check_memory_plan(
-    weights_floats: int, obs_size: int, transport: Transport, device: torch.device
+    weights_floats: int,
+    obs_size: int,
+    transport: Transport,
+    device: torch.device,
+    level: int = logging.INFO,
 ) -> None:
     """Refuse, naming both numbers and ``transport.shrink_keys``, a plan that will not fit.
 
@@ -24,6 +28,8 @@ def check_memory_plan(
         obs_size: Policy observation size (the ``SharedObsStats`` block).
         transport: The data blocks and device slots the data module will allocate.
         device: The learner's device, where the device slots live.
+        level: Logging level of the "plan fits" line (a second check of the same plan is
+            ``DEBUG``, so a run reports its plan once).
 
     Raises:
         MemoryBudgetError: the plan does not fit.
@@ -39,4 +45,4 @@ def check_memory_plan(
         device_blocks=list(transport.device_blocks().items()),
         device=device,
     )
-    log.info("shared-memory plan fits: %s", report)
+    log.log(level, "shared-memory plan fits: %s", report)

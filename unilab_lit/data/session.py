@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -85,7 +86,9 @@ class CollectorSession:
         """
         options = self.options
         num_floats = flat_size(policy)
-        check_memory_plan(num_floats, self.obs_size, self.transport, device)
+        # The data module's prepare_data reported this plan already; this re-check, right before
+        # allocating, guards against memory taken since.
+        check_memory_plan(num_floats, self.obs_size, self.transport, device, logging.DEBUG)
         try:
             self._state_dir = Path(tempfile.mkdtemp(prefix=collector_dir_prefix()))
             self._weights = SharedWeights(num_floats)
