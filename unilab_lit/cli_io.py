@@ -29,16 +29,30 @@ class OutputError(Exception):
 
 
 def checkpoint_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with ``--ckpt_path`` (a file or ``last``) and ``--runs_dir`` (where ``last`` is
-    looked for), the arguments every entry point that loads a trained run takes."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """A parser with ``--ckpt_path`` (a file or ``last``) and where ``last`` is looked for
+    (``--run_dir``, or ``--config``'s logger directory), the arguments every entry point that
+    loads a trained run takes; help shows each default."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument(
         "--ckpt_path",
         required=True,
-        help="checkpoint file, or 'last' for the newest last*.ckpt under --runs_dir",
+        default=argparse.SUPPRESS,  # no "(default: None)" on a required argument
+        help="checkpoint file, or 'last': the newest last*.ckpt of the one experiment under "
+        "--run_dir (refused when it holds several)",
     )
-    parser.add_argument(
-        "--runs_dir", default="runs", help="where --ckpt_path last looks (default: runs)"
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--run_dir",
+        default="runs",
+        help="where --ckpt_path last looks: a run, an experiment (<save_dir>/<name>) or a "
+        "directory of experiments",
+    )
+    where.add_argument(
+        "--config",
+        help="the run's fit config (a file or a shipped config's name): --ckpt_path last looks "
+        "in its logger's <save_dir>/<name>",
     )
     return parser
 
