@@ -41,14 +41,14 @@ from unilab_lit.resume import (
 log = logging.getLogger(__name__)
 # Imported here so that jsonargparse knows them by name: ``--model.help APPO`` and
 # ``--data.help RolloutDataModule`` work and ``--help`` lists them.
-ALGORITHMS = (APPO, FastTD3, FastSAC)
-DATA_MODULES = (RolloutDataModule, ReplayDataModule)
+_ALGORITHMS = (APPO, FastTD3, FastSAC)
+_DATA_MODULES = (RolloutDataModule, ReplayDataModule)
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 _DESCRIPTION = (
     "Asynchronous reinforcement learning on batched MuJoCo with Lightning. "
-    f"Algorithms (--model): {', '.join(c.__name__ for c in ALGORITHMS)}. "
-    f"Data modules (--data): {', '.join(c.__name__ for c in DATA_MODULES)}. "
+    f"Algorithms (--model): {', '.join(c.__name__ for c in _ALGORITHMS)}. "
+    f"Data modules (--data): {', '.join(c.__name__ for c in _DATA_MODULES)}. "
     "`fit --model.help APPO` lists an algorithm's options."
 )
 
@@ -118,7 +118,7 @@ def _run_summary(trainer: Trainer, wall_s: float) -> str:
     metrics = trainer.callback_metrics
 
     def figure(key: str, absent: str) -> str:
-        return f"{float(metrics[key]):,.1f}" if key in metrics else absent
+        return f"{float(metrics[key]):.1f}" if key in metrics else absent
 
     env_steps = f"{int(metrics[ENV_STEPS]):,}" if ENV_STEPS in metrics else "not counted"
     checkpoint = trainer.checkpoint_callback
@@ -183,7 +183,10 @@ class UnilabCLI(LightningCLI):
     or mistyped key (with the closest valid key), a YAML syntax error (file and line), a
     constructor's validation error, a checkpoint that does not fit, a memory plan that does
     not fit. A run stopped by SIGTERM / SIGUSR1 (``callbacks.InterruptGuard``) exits with
-    status 143 after its last checkpoint.
+    status 143 after its last checkpoint. A finished ``fit`` logs one summary: iterations, env
+    steps, wall-clock, the last Train and Eval returns, the checkpoint and log directories and
+    the ``play`` / ``export`` commands for its last checkpoint. ``fit`` is the only subcommand,
+    and ``--config`` also takes a shipped config's name (``appo.yaml``).
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
