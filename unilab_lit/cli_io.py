@@ -6,7 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-SHIPPED_CONFIGS = Path(__file__).parent / "configs"
+import unilab_lit
+
+SHIPPED_CONFIGS = Path(unilab_lit.__file__).parent / "configs"
 """The configs the package ships (a link to the repository's ``configs/`` in a checkout)."""
 
 
