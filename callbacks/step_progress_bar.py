@@ -56,8 +56,8 @@ class StepProgressBar(TQDMProgressBar):
 
     @override
     def on_train_epoch_start(self, trainer: Trainer, *args: Any) -> None:
-        # Not the parent's: it relabels the bar "Epoch <n>" and redraws it.
-        self.train_progress_bar.reset()
+        # Not the parent's: it relabels the bar "Epoch <n>" and redraws it from 0. The one
+        # endless epoch starts right after on_train_start made the bar.
         self._show_global_step(trainer)
 
     @override
