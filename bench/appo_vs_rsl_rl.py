@@ -50,7 +50,7 @@ SETUP = "rsl_rl_setup"  # the untimed child that resolves the config for the rsl
 
 def _cli(config: str, log_dir: str, seed: int):
     """Our CLI, parsed and instantiated (model, data module, trainer) but not run."""
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     return UnilabCLI(
         args=[
@@ -67,10 +67,11 @@ def _cli(config: str, log_dir: str, seed: int):
 
 
 def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
+    from fit_timing import lift_env_step_budget
     from lightning.pytorch import Callback
 
-    from unilab_lit import metrics
-    from unilab_lit.data.link import collector_link
+    from unilab_lit.collector.link import collector_link
+    from unilab_lit.telemetry import metrics
 
     class ThresholdStop(Callback):
         """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""
@@ -80,7 +81,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
 
         def on_train_start(self, trainer, pl_module) -> None:
             self.began = time.perf_counter()
-            self.steps0 = collector_link(trainer).env_steps
+            self.steps0 = collector_link(trainer).feed.env_steps
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             elapsed = time.perf_counter() - self.began
@@ -92,16 +93,17 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
                 self.result = {
                     "reached": reached,
                     "seconds": elapsed,
-                    "env_steps": collector_link(trainer).env_steps - self.steps0,
+                    "env_steps": collector_link(trainer).feed.env_steps - self.steps0,
                     "iterations": trainer.global_step,
                     "mean_return": mean_return,
                     "collector_fps": None if collection is None else float(collection),
-                    "ring_dropped": collector_link(trainer).ring_dropped,
+                    "ring_dropped": collector_link(trainer).transport.dropped,
                 }
                 trainer.should_stop = True
 
     cli = _cli(config, log_dir, seed)
     stop = ThresholdStop()
+    lift_env_step_budget(cli.trainer.callbacks)
     cli.trainer.callbacks.append(stop)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return stop.result

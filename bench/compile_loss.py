@@ -26,7 +26,7 @@ import time
 
 
 def _model_and_sizes(config: str, log_dir: str):
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     cli = UnilabCLI(
         args=["--config", config, f"--trainer.logger.init_args.save_dir={log_dir}"], run=False

@@ -1,4 +1,4 @@
-"""What the fit benches share: config overrides for the data module and the timing callback.
+"""What the fit benches share: config overrides, the lifted env-step budget and the timing callback.
 
 Imported inside the benches' functions, never at their module level: the collector is a spawn
 child that re-imports the bench script before its first line.
@@ -11,9 +11,10 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from unilab_lit import metrics
-from unilab_lit.data.link import collector_link
-from unilab_lit.data.options import CollectorOptions
+from callbacks import EnvStepBudget
+from unilab_lit.collector.link import collector_link
+from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.telemetry import metrics
 
 _COLLECTOR_KEYS = {field.name for field in CollectorOptions.__dataclass_fields__.values()}
 
@@ -28,11 +29,17 @@ def data_overrides(values: dict[str, Any]) -> list[str]:
     ]
 
 
+def lift_env_step_budget(callbacks: list[Callback]) -> None:
+    """Drop the config's ``EnvStepBudget`` from a trainer's ``callbacks``: the bench stops fit
+    itself (threshold, clock), as it lifts ``max_steps``."""
+    callbacks[:] = [c for c in callbacks if not isinstance(c, EnvStepBudget)]
+
+
 class FitMeter(Callback):
     """Times ``seconds`` of ``fit`` from the end of its first iteration, then stops it.
 
     Per iteration it adds the iteration's wall time (batch start to batch end) and the data
-    set's wait for that batch (``CollectorLink.last_wait_s``); the learner's own time is their
+    set's wait for that batch (``FeedStats.last_wait_s``); the learner's own time is their
     difference. When time is up, :attr:`result` holds:
 
     - ``seconds``, ``iterations``, ``iterations_per_s``;
@@ -71,10 +78,14 @@ class FitMeter(Callback):
         now = time.perf_counter()
         link = collector_link(trainer)
         if self._began is None:  # the first iteration holds start-up and warm-up
-            self._began, self._steps0, self._dropped0 = now, link.env_steps, link.ring_dropped
+            self._began, self._steps0, self._dropped0 = (
+                now,
+                link.feed.env_steps,
+                link.transport.dropped,
+            )
             return
         self._iteration_s += now - self._batch_began
-        self._wait_s += link.last_wait_s
+        self._wait_s += link.feed.last_wait_s
         self._iterations += 1
         elapsed = now - self._began
         if elapsed < self.seconds:
@@ -84,11 +95,11 @@ class FitMeter(Callback):
             "seconds": elapsed,
             "iterations": self._iterations,
             "iterations_per_s": self._iterations / elapsed,
-            "env_steps_per_s": (link.env_steps - self._steps0) / elapsed,
+            "env_steps_per_s": (link.feed.env_steps - self._steps0) / elapsed,
             "learner_ms": 1e3 * learner_s / self._iterations,
             "learner_busy": learner_s / elapsed,
             "wait_share": self._wait_s / self._iteration_s,
-            "dropped": link.ring_dropped - self._dropped0,
+            "dropped": link.transport.dropped - self._dropped0,
             "collector_reported": _logged(trainer, metrics.COLLECTION_FPS),
             "policy_lag": _logged(trainer, metrics.POLICY_LAG),
         }

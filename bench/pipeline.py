@@ -32,9 +32,9 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
-    from fit_timing import data_overrides
+    from fit_timing import data_overrides, lift_env_step_budget
 
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     overrides = [
         f"--trainer.logger.init_args.save_dir={log_dir}",
@@ -46,7 +46,9 @@ def _cli(args: argparse.Namespace, log_dir: str):
         f"--model.init_args.critic_hidden_dims={args.hidden}",
     ]
     overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "num_steps")})
-    return UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    lift_env_step_budget(cli.trainer.callbacks)
+    return cli
 
 
 def collector_alone(cli, seconds: float) -> dict:
@@ -76,18 +78,12 @@ def collector_alone(cli, seconds: float) -> dict:
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(
-            task=options.task,
-            num_envs=options.num_envs,
+            options,
             policy=model.collector_policy_spec(),
             writer=AppoWriterSpec(ring=ring.handle(), num_steps=data.num_steps),
-            seed=options.seed,
-            env_kwargs=options.task_kwargs,
-            physics_threads=options.physics_threads,
-            torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),
             obs_norm_eps=model.obs_normalizer.eps,
             obs_norm_clip=model.obs_normalizer.clip,
-            stall_timeout_s=options.stall_timeout_s,
         )
     )
     dest = {name: torch.empty(shape, dtype=dtype) for name, (shape, dtype) in fields.items()}

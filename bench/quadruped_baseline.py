@@ -23,9 +23,9 @@ import argparse
 import numpy as np
 import torch
 
-from unilab_lit import metrics
+from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.envs import make_env
-from unilab_lit.evaluation import run_episodes
+from unilab_lit.telemetry import metrics
 
 TASK = "QuadrupedJoystick"
 

@@ -9,7 +9,7 @@ Both measurements use one config (default ``configs/fast_td3.yaml``) with the sa
   The policy is frozen (nobody publishes weights).
 - fit: ``Trainer.fit`` of the config (``ReplayDataModule``, its callbacks and logger), timed
   after the first iteration. Per iteration: its wall time (batch start to batch end) and the
-  part spent waiting in the pipeline for the batch (``CollectorLink.last_wait_s``).
+  part spent waiting in the pipeline for the batch (``FeedStats.last_wait_s``).
 
 Printed: learner iterations/s; the wait-for-batch share of an iteration (total wait over total
 iteration time; target <= 5% when the learner is the bottleneck, i.e. when its own time per
@@ -33,9 +33,9 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
-    from fit_timing import data_overrides
+    from fit_timing import data_overrides, lift_env_step_budget
 
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     overrides = [
         f"--trainer.logger.init_args.save_dir={log_dir}",
@@ -49,6 +49,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
         ]
     overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "batch_size")})
     cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    lift_env_step_budget(cli.trainer.callbacks)
     # The bench stops fit itself; a checkpoint callback from the config would only add I/O.
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -67,7 +68,7 @@ def collector_alone(cli, seconds: float) -> dict:
     from unilab_lit.data.double_buffer import DoubleBufferPipeline
     from unilab_lit.envs.spec import CRITIC, POLICY
     from unilab_lit.ipc.obs_stats import SharedObsStats
-    from unilab_lit.ipc.replay import ReplayStorage, replay_columns
+    from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns
 
     data, model = cli.datamodule, cli.model
     options, spec = data.collector, data.env_spec
@@ -79,18 +80,12 @@ def collector_alone(cli, seconds: float) -> dict:
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(
-            task=options.task,
-            num_envs=options.num_envs,
+            options,
             policy=model.collector_policy_spec(),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), data.env_steps_per_sync),
-            seed=options.seed,
-            env_kwargs=options.task_kwargs,
-            physics_threads=options.physics_threads,
-            torch_threads=options.collector_torch_threads,
             obs_stats=obs_stats.handle(),
             obs_norm_eps=model.obs_normalizer.eps,
             obs_norm_clip=model.obs_normalizer.clip,
-            stall_timeout_s=options.stall_timeout_s,
         )
     )
     pipeline = None

@@ -1,26 +1,33 @@
 """Return against wall-clock and env steps of one shipped config, read back from its TensorBoard events.
 
-Runs ``python cli.py fit --config CONFIG`` as a subprocess for a wall-clock budget
-(``--trainer.max_time``; ``max_steps`` lifted so the budget is what stops it), with its
-TensorBoard logger pointed at a fresh directory, then reads the run's event file with
-tensorboard's ``EventAccumulator`` and prints:
+Runs ``python cli.py fit --config CONFIG`` as a subprocess with its TensorBoard logger pointed at
+a fresh directory, then reads the run's event file with tensorboard's ``EventAccumulator``.
+The run ends at the config's env-step budget (``callbacks.EnvStepBudget``), or at the one given
+by ``--env-steps``; ``--seconds`` adds a wall-clock limit (``--trainer.max_time``) and, without
+``--env-steps``, lifts the config's budget, so the clock is what stops the run. ``max_steps``,
+a safety cap in the configs, is lifted either way. It prints:
 
 - the curve: every logged ``Train/mean_reward`` (mean return of the collector's recent
-  episodes) with the seconds since launch and ``Train/env_steps`` at that step;
-- the return at each ``--marks`` time (the last value logged at or before it; "not reached" when
-  the run ended earlier);
+  episodes) with the seconds since launch and ``Train/learned_env_steps`` (the env steps the
+  learner trained on, the budget's count) at that step;
+- the return at each ``--marks`` time and at each ``--step-marks`` env-step count (the last
+  value logged at or before it; "not reached" when the run ended earlier);
+- the return at the end of the run, with its env steps and seconds;
 - env-steps/s over the whole run (last env-step count over its time since launch);
 - with ``--tags``, each chosen scalar (e.g. ``Episode/tracking_error_lin_vel``) at each mark.
 
 The clock starts when the subprocess is launched, so interpreter, Lightning and collector
 start-up are part of every figure, as they are for a user. Record ``uptime`` next to the
 figures: on a shared machine they move with the load (the bench prints the load average at
-start and end).
+start and end). Figures at env-step marks move less: the data behind them is fixed, only the
+learner iterations per env step change with the load (for APPO; the off-policy pipeline is
+lock-step, so there they do not move at all).
 
+    python bench/returns.py configs/appo_ant.yaml --step-marks 250000 500000 1000000
     python bench/returns.py configs/fast_sac.yaml --seconds 300
-    python bench/returns.py configs/fast_td3.yaml --seconds 600 --marks 120 300 600
+    python bench/returns.py configs/fast_td3.yaml --env-steps 700000 --marks 120 300
     python bench/returns.py configs/fast_td3.yaml --seconds 300 -- --model.init_args.tau=0.05
-    python bench/returns.py configs/appo_quadruped_2core.yaml --seconds 900 --marks 120 300 600 900 \
+    python bench/returns.py configs/appo_quadruped_2core.yaml --marks 120 300 600 900 \
         --tags Train/mean_episode_length Episode/tracking_error_lin_vel
 """
 
@@ -35,7 +42,8 @@ import time
 from pathlib import Path
 
 RETURN_KEY = "Train/mean_reward"
-ENV_STEPS_KEY = "Train/env_steps"
+ENV_STEPS_KEY = "Train/learned_env_steps"
+BUDGET_CLASS = "callbacks.EnvStepBudget"
 
 
 def _max_time(seconds: float) -> str:
@@ -44,8 +52,28 @@ def _max_time(seconds: float) -> str:
     return f"00:{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def run_fit(config: str, seconds: float, log_dir: str, extra: list[str]) -> float:
+def config_with_budget(config: str, env_steps: int | None, out_dir: str) -> str:
+    """A copy of ``config`` in ``out_dir`` whose env-step budget is ``env_steps`` (none if None).
+
+    The budget goes first in the callback list, so that the stopping iteration's counters are
+    logged (``callbacks.EnvStepBudget``'s docstring).
+    """
+    import yaml
+
+    data = yaml.safe_load(Path(config).read_text())
+    trainer = data.setdefault("trainer", {})
+    callbacks = [c for c in trainer.get("callbacks") or [] if c.get("class_path") != BUDGET_CLASS]
+    if env_steps is not None:
+        callbacks.insert(0, {"class_path": BUDGET_CLASS, "init_args": {"max_env_steps": env_steps}})
+    trainer["callbacks"] = callbacks
+    path = Path(out_dir) / f"budget-{Path(config).name}"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def run_fit(config: str, seconds: float | None, log_dir: str, extra: list[str]) -> float:
     """Run the fit; returns the launch time (epoch seconds), the origin of every figure."""
+    limit = [] if seconds is None else [f"--trainer.max_time={_max_time(seconds)}"]
     cmd = [
         sys.executable,
         "cli.py",
@@ -53,7 +81,7 @@ def run_fit(config: str, seconds: float, log_dir: str, extra: list[str]) -> floa
         "--config",
         config,
         f"--trainer.logger.init_args.save_dir={log_dir}",
-        f"--trainer.max_time={_max_time(seconds)}",
+        *limit,
         "--trainer.max_steps=-1",
         "--trainer.enable_progress_bar=false",
         *extra,
@@ -67,7 +95,8 @@ def run_fit(config: str, seconds: float, log_dir: str, extra: list[str]) -> floa
 def read_curve(log_dir: str, tag: str = RETURN_KEY) -> list[tuple[float, int, float]]:
     """``(wall_time, env_steps, value)`` for every logged ``tag`` of the run under ``log_dir``.
 
-    ``env_steps`` is ``Train/env_steps`` at the latest step at or before the value's (-1 if none).
+    ``env_steps`` is ``Train/learned_env_steps`` at the latest step at or before the value's (-1
+    if none).
 
     Raises:
         FileNotFoundError: If the run wrote no event file.
@@ -93,14 +122,20 @@ def read_curve(log_dir: str, tag: str = RETURN_KEY) -> list[tuple[float, int, fl
     return [(e.wall_time, env_steps_at(e.step), e.value) for e in acc.Scalars(tag)]
 
 
-def report(curve: list[tuple[float, int, float]], start: float, marks: list[float]) -> None:
-    """Print the curve, the return at each mark and the env-steps/s."""
+def report(
+    curve: list[tuple[float, int, float]],
+    start: float,
+    marks: list[float],
+    step_marks: list[int],
+) -> None:
+    """Print the curve, the return at each mark and at the end, and the env-steps/s."""
     print(f"{'s':>7} {'env_steps':>10} {'return':>9}")
     for wall, env_steps, ret in curve:
         print(f"{wall - start:7.0f} {env_steps:10d} {ret:9.1f}")
     print("return at marks:")
-    report_marks(curve, start, marks)
-    wall, env_steps, _ = curve[-1]
+    report_marks(curve, start, marks, step_marks)
+    wall, env_steps, ret = curve[-1]
+    print(f"return at the end: {ret:.3f}  ({wall - start:.0f} s, {env_steps} env steps)")
     print(f"env-steps/s over the run: {env_steps / (wall - start):.0f}")
 
 
@@ -108,34 +143,62 @@ def report_marks(
     curve: list[tuple[float, int, float]],
     start: float,
     marks: list[float],
-    end: float | None = None,
+    step_marks: list[int],
+    end: tuple[float, int] | None = None,
 ) -> None:
-    """Print the last value logged at or before each mark (seconds since ``start``).
+    """Print the last value logged at or before each time mark (seconds since ``start``) and
+    each env-step mark.
 
-    A mark more than 30 s past ``end`` (the run's last log; default: the curve's last value) was
-    not reached. Pass the return curve's end for a sparse tag (e.g. ``Eval/*``).
+    A time mark more than 30 s past the run's end, or an env-step mark past its last env-step
+    count, was not reached. ``end`` is the run's last ``(wall_time, env_steps)`` (default: the
+    curve's last point); pass the return curve's for a sparse tag (e.g. ``Eval/*``).
     """
-    end = curve[-1][0] if end is None else end
+    end_wall, end_steps = curve[-1][:2] if end is None else end
     for mark in marks:
-        before = [(w, e, r) for w, e, r in curve if w - start <= mark]
-        if end - start < mark - 30.0:
-            print(f"  {mark:5.0f} s: not reached (run ended at {end - start:.0f} s)")
-            continue
-        if not before:
-            print(f"  {mark:5.0f} s: nothing logged yet")
-            continue
-        wall, env_steps, ret = before[-1]
-        print(
-            f"  {mark:5.0f} s: {ret:8.3f}  (logged at {wall - start:.0f} s, {env_steps} env steps)"
-        )
+        if end_wall - start < mark - 30.0:
+            print(f"  {mark:9.0f} s: not reached (run ended at {end_wall - start:.0f} s)")
+        else:
+            _print_last(mark, "s", [p for p in curve if p[0] - start <= mark], start)
+    for step_mark in step_marks:
+        if end_steps < step_mark:
+            print(f"  {step_mark:9d} env steps: not reached (run ended at {end_steps})")
+        else:
+            _print_last(step_mark, "env steps", [p for p in curve if p[1] <= step_mark], start)
+
+
+def _print_last(
+    mark: float, unit: str, before: list[tuple[float, int, float]], start: float
+) -> None:
+    if not before:
+        print(f"  {mark:9.0f} {unit}: nothing logged yet")
+        return
+    wall, env_steps, value = before[-1]
+    print(
+        f"  {mark:9.0f} {unit}: {value:8.3f}  (logged at {wall - start:.0f} s, "
+        f"{env_steps} env steps)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config")
-    parser.add_argument("--seconds", type=float, default=300.0, help="wall-clock budget of fit")
     parser.add_argument(
-        "--marks", type=float, nargs="+", default=[120.0, 300.0, 600.0], help="report times (s)"
+        "--env-steps",
+        type=int,
+        default=None,
+        help="env-step budget of fit (default: the config's)",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="wall-clock limit of fit; lifts the config's env-step budget unless --env-steps",
+    )
+    parser.add_argument(
+        "--marks", type=float, nargs="+", default=[], help="report times (s since launch)"
+    )
+    parser.add_argument(
+        "--step-marks", type=int, nargs="+", default=[], help="report env-step counts"
     )
     parser.add_argument("--log-dir", default=None, help="event directory (default: a temp dir)")
     parser.add_argument(
@@ -149,15 +212,19 @@ def main() -> None:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="returns-")
+    config = args.config
+    if args.env_steps is not None or args.seconds is not None:
+        config = config_with_budget(config, args.env_steps, log_dir)
     print("load average at start:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    start = run_fit(args.config, args.seconds, log_dir, extra)
+    start = run_fit(config, args.seconds, log_dir, extra)
     print("load average at end:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("events:", log_dir)
     curve = read_curve(log_dir)
-    report(curve, start, args.marks)
+    report(curve, start, args.marks, args.step_marks)
     for tag in args.tags:
         print(f"{tag} at marks:")
-        report_marks(read_curve(log_dir, tag), start, args.marks, end=curve[-1][0])
+        values = read_curve(log_dir, tag)
+        report_marks(values, start, args.marks, args.step_marks, end=curve[-1][:2])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ slope is the series' own level in the same run, printed next to it.
 
 from __future__ import annotations
 
-# Only the standard library: the bench starts cli.py and reads /proc and files.
+# Only the standard library (and returns.py's config copy): the bench starts cli.py and reads
+# /proc and files.
 import argparse
 import csv
 import json
@@ -33,11 +34,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from returns import config_with_budget
+
 REPO = Path(__file__).resolve().parents[1]
 SHM_DIR = Path("/dev/shm")
 MIB = 1024 * 1024
 CONFIGS = {"appo": "configs/appo.yaml", "fast_sac": "configs/fast_sac.yaml"}
-# Metric keys read from the CSV logger's file (unilab_lit.metrics, spelled once here because
+# Metric keys read from the CSV logger's file (unilab_lit.telemetry.metrics, spelled once here because
 # the bench imports nothing of the package).
 ENV_STEPS_KEY = "Train/env_steps"
 POLICY_LAG_KEY = "Policy/lag"
@@ -147,7 +150,8 @@ def soak(name: str, minutes: float, interval_s: float, extra: list[str]) -> dict
         "cli.py",
         "fit",
         "--config",
-        CONFIGS[name],
+        # The clock ends the soak: the config's env-step budget is lifted, as max_steps is.
+        config_with_budget(str(REPO / CONFIGS[name]), None, str(log_dir)),
         "--trainer.max_steps=-1",
         f"--trainer.max_time={max_time}",
         "--trainer.enable_progress_bar=false",

@@ -36,9 +36,9 @@ import time
 
 def _cli(args: argparse.Namespace, log_dir: str):
     """Our CLI with the bench's overrides, instantiated but not run."""
-    from fit_timing import data_overrides
+    from fit_timing import data_overrides, lift_env_step_budget
 
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     overrides = [
         f"--trainer.logger.init_args.save_dir={log_dir}",
@@ -47,6 +47,7 @@ def _cli(args: argparse.Namespace, log_dir: str):
     ]
     overrides += data_overrides({k: getattr(args, k) for k in ("task", "num_envs", "num_steps")})
     cli = UnilabCLI(args=["--config", args.config, *overrides], run=False)
+    lift_env_step_budget(cli.trainer.callbacks)
     # The config's ModelCheckpoint would write during the timed window of one side only.
     cli.trainer.callbacks = [
         c for c in cli.trainer.callbacks if type(c).__name__ != "ModelCheckpoint"
@@ -115,7 +116,7 @@ def _learner_events_per_step(path: str) -> float:
 
 def micro_costs() -> dict:
     """In-process costs: a learner span, and one collector step's five phases."""
-    from unilab_lit import tracing
+    from unilab_lit.telemetry import tracing
 
     n = 20_000
     recorder = tracing.TraceRecorder("bench")

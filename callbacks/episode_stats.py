@@ -4,21 +4,78 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
-from unilab_lit import metrics as keys
-from unilab_lit.collector.metrics import EPISODES, TIMING
-from unilab_lit.data.link import collector_link
+from unilab_lit import distributed
+from unilab_lit.collector.channel import EPISODES, TIMING
+from unilab_lit.collector.link import collector_link
 from unilab_lit.envs.spec import METRIC_PREFIX
-from unilab_lit.job_metrics import job_values
-from unilab_lit.log_schedule import loggers_write_this_step
+from unilab_lit.telemetry import metrics as keys
+from unilab_lit.telemetry.log_schedule import loggers_write_this_step
+from unilab_lit.validation import check_arg
 
 _REWARD_PREFIX = "reward/"
 _PROG_BAR_KEYS = (keys.ENV_STEPS, keys.TOTAL_FPS, keys.MEAN_REWARD)
+
+
+# Figures of the job = the sum of the ranks' (each rank collects and learns its own env steps).
+_SUMMED = (
+    keys.ENV_STEPS,
+    keys.LEARNED_ENV_STEPS,
+    keys.RING_DROPPED,
+    keys.METRICS_DROPPED,
+    keys.NONFINITE_RESETS,
+    keys.COLLECTION_FPS,
+    keys.LEARN_FPS,
+    keys.TOTAL_FPS,
+)
+
+
+def job_values(
+    values: Mapping[str, float], episodes: Mapping[str, Sequence[float]]
+) -> dict[str, float]:
+    """The figures to log: this rank's own outside DDP, the job's on rank 0 under DDP.
+
+    Under DDP (a collective: every rank calls it at the same iteration) rank 0 receives every
+    rank's figures: counters and rates are summed, and each episode mean is taken over the
+    union of the ranks' episode windows. ``Perf/total_fps_per_rank`` keeps the mean per-rank
+    rate. Other ranks get their own figures back (Lightning writes only rank 0's logs).
+
+    Args:
+        values: This rank's counters and rates by metric key.
+        episodes: This rank's recent per-episode values by metric key (empty series allowed).
+
+    Returns:
+        Metric key to value, episode means included.
+    """
+    own = {**values, **{key: float(np.mean(s)) for key, s in episodes.items() if len(s)}}
+    if not distributed.is_distributed():
+        return own
+    sums = {key: (float(np.sum(s)), len(s)) for key, s in episodes.items() if len(s)}
+    ranks = distributed.gather_to_rank_zero((dict(values), sums))
+    if ranks is None:
+        return own
+    out: dict[str, float] = {}
+    for rank_values, _ in ranks:
+        for key, value in rank_values.items():
+            if key in _SUMMED:
+                out[key] = out.get(key, 0.0) + value
+    for key, value in values.items():
+        out.setdefault(key, value)
+    totals: dict[str, tuple[float, int]] = {}
+    for _, rank_sums in ranks:
+        for key, (total, count) in rank_sums.items():
+            previous = totals.get(key, (0.0, 0))
+            totals[key] = (previous[0] + total, previous[1] + count)
+    out.update({key: total / count for key, (total, count) in totals.items()})
+    if keys.TOTAL_FPS in out:
+        out[keys.TOTAL_FPS_PER_RANK] = out[keys.TOTAL_FPS] / len(ranks)
+    return out
 
 
 class EpisodeStatsMonitor(Callback):
@@ -48,8 +105,7 @@ class EpisodeStatsMonitor(Callback):
     """
 
     def __init__(self, window: int = 100, prog_bar: bool = True) -> None:
-        if window < 1:
-            raise ValueError(f"EpisodeStatsMonitor.window must be >= 1, got {window}")
+        check_arg(window >= 1, "EpisodeStatsMonitor.window", window, ">= 1")
         self.window = window
         self.prog_bar = prog_bar
         self._episodes: dict[str, deque[float]] = {}
@@ -63,32 +119,33 @@ class EpisodeStatsMonitor(Callback):
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._fit_began = time.perf_counter()
-        self._fit_env_steps0 = collector_link(trainer).env_steps
+        self._fit_env_steps0 = collector_link(trainer).feed.env_steps
 
     @override
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch_began = time.perf_counter()
-        self._batch_env_steps0 = collector_link(trainer).env_steps
+        self._batch_env_steps0 = collector_link(trainer).feed.env_steps
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         link = collector_link(trainer)
-        for message in link.drain_metrics():
+        for message in link.inbox.drain_metrics():
             self._absorb(message)
         now = time.perf_counter()
-        env_steps = link.env_steps
+        feed = link.feed
+        env_steps = feed.env_steps
         values = {
             keys.ENV_STEPS: float(env_steps),
-            keys.LEARNED_ENV_STEPS: float(link.learned_env_steps),
+            keys.LEARNED_ENV_STEPS: float(feed.learned_env_steps),
             keys.NONFINITE_RESETS: float(self._nonfinite_resets),
-            keys.RING_DROPPED: float(link.ring_dropped),
-            keys.METRICS_DROPPED: float(link.metrics_dropped),
+            keys.RING_DROPPED: float(link.transport.dropped),
+            keys.METRICS_DROPPED: float(link.inbox.dropped),
         }
-        learn_s = now - self._batch_began - link.last_wait_s
+        learn_s = now - self._batch_began - feed.last_wait_s
         if learn_s > 0:
             values[keys.LEARN_FPS] = (env_steps - self._batch_env_steps0) / learn_s
         if now > self._fit_began:

@@ -10,11 +10,17 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.compat.proto.summary_pb2 import Summary
 from typing_extensions import override
 
-from unilab_lit import metrics, tracing, video
-from unilab_lit.data.link import collector_link
+from unilab_lit.app.policy_episodes import (
+    EpisodeResults,
+    FrameRecording,
+    policy_actions,
+    run_episodes,
+)
+from unilab_lit.collector.link import collector_link
 from unilab_lit.envs import GYM_PREFIX, make_env
-from unilab_lit.evaluation import EpisodeResults, FrameRecording, policy_actions, run_episodes
-from unilab_lit.lightning_compat import logger_step, write_tensorboard_summary
+from unilab_lit.telemetry import metrics, tracing, video
+from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +84,13 @@ class PolicyEvaluator(Callback):
             ("video_width", video_width),
             ("video_height", video_height),
         ):
-            if value < 1:
-                raise ValueError(f"PolicyEvaluator.{name} must be >= 1, got {value}")
-        if every_n_video_steps is not None and every_n_video_steps < 1:
-            raise ValueError(
-                f"PolicyEvaluator.every_n_video_steps must be >= 1 or null, got {every_n_video_steps}"
-            )
+            check_arg(value >= 1, f"PolicyEvaluator.{name}", value, ">= 1")
+        check_arg(
+            every_n_video_steps is None or every_n_video_steps >= 1,
+            "PolicyEvaluator.every_n_video_steps",
+            every_n_video_steps,
+            ">= 1 or null",
+        )
         if task is None and task_kwargs:
             raise ValueError(
                 "PolicyEvaluator.task_kwargs needs task (else the data module's apply)"
@@ -148,8 +155,8 @@ class PolicyEvaluator(Callback):
         if self.task is not None:
             task, task_kwargs = self.task, dict(self.task_kwargs)
         else:
-            link = collector_link(trainer)
-            task, task_kwargs = link.task, link.task_kwargs
+            options = collector_link(trainer).options
+            task, task_kwargs = options.task, dict(options.task_kwargs)
         if self.every_n_video_steps is not None and task.startswith(GYM_PREFIX):
             # gymnasium envs render only in the mode they were made with.
             env_kwargs = {**task_kwargs.get("env_kwargs", {}), "render_mode": "rgb_array"}

@@ -14,10 +14,11 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.data.link import collector_link
+from unilab_lit.collector.link import collector_link
 from unilab_lit.data.replay_sidecar import load_replay, save_replay
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
-from unilab_lit.ipc.replay import ReplayStorage
+from unilab_lit.ipc.replay_storage import ReplayStorage
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class RLCheckpoint(Callback):
     - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
       the same run directory.
     - the run's identity (the data module's task, the world size), which ``cli.py fit
-      --ckpt_path`` compares with the configuration before it starts (``unilab_lit.resume``).
+      --ckpt_path`` compares with the configuration before it starts (``unilab_lit.app.resume``).
 
     Args:
         save_replay: Save and restore the data module's ``replay`` (off-policy data modules).
@@ -69,8 +70,7 @@ class RLCheckpoint(Callback):
     def __init__(
         self, save_replay: bool = False, replay_dir: str | None = None, keep_replays: int = 2
     ) -> None:
-        if keep_replays < 1:
-            raise ValueError(f"RLCheckpoint.keep_replays must be >= 1, got {keep_replays}")
+        check_arg(keep_replays >= 1, "RLCheckpoint.keep_replays", keep_replays, ">= 1")
         self.save_replay = save_replay
         self.replay_dir = replay_dir
         self.keep_replays = keep_replays
@@ -78,13 +78,15 @@ class RLCheckpoint(Callback):
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        if self.save_replay and collector_link(trainer).replay is None:
+        if self.save_replay and collector_link(trainer).transport.replay is None:
             raise ValueError(
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
             )
         if self.save_replay and stage == "fit":
-            self._check_sidecar_disk(collector_link(trainer).replay, self._sidecar_dir(trainer))
+            self._check_sidecar_disk(
+                collector_link(trainer).transport.replay, self._sidecar_dir(trainer)
+            )
 
     def _check_sidecar_disk(self, replay: Any, directory: Path) -> None:
         """Refuse a run whose replay sidecars cannot fit on the checkpoint disk.
@@ -123,7 +125,7 @@ class RLCheckpoint(Callback):
         own = checkpoint["callbacks"][self.state_key]
         own["logger_versions"] = [_version(logger) for logger in trainer.loggers]
         own["run"] = {
-            "task": collector_link(trainer).task,
+            "task": collector_link(trainer).options.task,
             "world_size": trainer.world_size,
         }
         if self.save_replay:
@@ -191,7 +193,7 @@ class RLCheckpoint(Callback):
 
 
 def _replay(trainer: Trainer) -> ReplayStorage:
-    replay = collector_link(trainer).replay
+    replay = collector_link(trainer).transport.replay
     assert replay is not None  # checked in setup
     return replay
 

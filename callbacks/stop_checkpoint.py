@@ -6,9 +6,12 @@ import logging
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import Tensor
 from typing_extensions import override
+
+from unilab_lit.app.checkpoint_io import AtomicCheckpointIO
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,10 @@ class StopCheckpoint(ModelCheckpoint):
     ``filename``, checkpoints are named by the learner iteration alone (``step=300.ckpt``):
     the single endless epoch says nothing. Every argument is ``ModelCheckpoint``'s.
 
+    Checkpoint files are written atomically (``unilab_lit.app.checkpoint_io.AtomicCheckpointIO``,
+    installed in ``setup`` unless the trainer was given its own ``CheckpointIO`` plugin): a
+    full disk leaves the earlier checkpoints and no partial file.
+
     Raises:
         ValueError: in ``setup``, for ``save_last="link"`` (the link would point at the older
             periodic checkpoint).
@@ -44,6 +51,8 @@ class StopCheckpoint(ModelCheckpoint):
                 "StopCheckpoint(save_last='link') would link last.ckpt to an older checkpoint "
                 "than the stop step; use save_last=true"
             )
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         super().setup(trainer, pl_module, stage)
 
     @override

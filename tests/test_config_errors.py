@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from unilab_lit.config_errors import check_yaml_files, config_files, summarize
+from unilab_lit.app.config_errors import check_yaml_files, config_files, summarize
 
 _UNION = """Parser key "{group}":
   Does not validate against any of the Union subtypes

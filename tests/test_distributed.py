@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from callbacks.episode_stats import job_values
 from tests.distributed import gloo_workers
-from unilab_lit import distributed, metrics
-from unilab_lit.job_metrics import job_values
+from unilab_lit import distributed
+from unilab_lit.telemetry import metrics
 
 
 def _free_port() -> int:

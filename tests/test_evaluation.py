@@ -1,4 +1,4 @@
-"""``unilab_lit.evaluation.run_episodes``: per-episode statistics of a batched env's episodes."""
+"""``unilab_lit.app.policy_episodes.run_episodes``: per-episode statistics of a batched env's episodes."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_lit import metrics
+from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.envs.quadruped import QuadrupedJoystick
-from unilab_lit.evaluation import run_episodes
+from unilab_lit.telemetry import metrics
 
 
 def test_run_episodes_reports_the_tasks_episode_metrics_under_eval_keys():

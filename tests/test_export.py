@@ -1,4 +1,4 @@
-"""``python -m unilab_lit.export``: ONNX and TorchScript of the policy with the normaliser folded in."""
+"""``python -m unilab_lit.app.export``: ONNX and TorchScript of the policy with the normaliser folded in."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import torch
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.export import METADATA_FILE, export_policy, main
-from unilab_lit.trained_run import TrainedRun
+from unilab_lit.app.export import METADATA_FILE, export_policy, main
+from unilab_lit.app.trained_run import TrainedRun
 
 # (algorithm, task, obs size, action size)
 ALGORITHMS = [

@@ -1,4 +1,4 @@
-"""Pins the Lightning internals ``unilab_lit.lightning_compat`` relies on; fails by name when they move."""
+"""Pins the Lightning internals ``unilab_lit.telemetry.lightning_compat`` relies on; fails by name when they move."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from tests.conftest import REPO
-from unilab_lit.lightning_compat import (
+from unilab_lit.telemetry.lightning_compat import (
     AppendingExperimentWriter,
     cached_experiment,
     logger_step,
     write_tensorboard_summary,
 )
-from unilab_lit.loggers import ResumableCSVLogger
+from unilab_lit.telemetry.loggers import ResumableCSVLogger
 
 # Lightning writes its columns sorted.
 _HEADER = "Loss/value,step\n"

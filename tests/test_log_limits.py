@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from unilab_lit.log_limits import RateLimitFilter
+from unilab_lit.telemetry.log_limits import RateLimitFilter
 
 
 def _logger(name: str, interval_s: float) -> logging.Logger:

@@ -15,12 +15,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from callbacks import EpisodeStatsMonitor
 from tests.collector_fits import collector_trainer
 from tests.test_cli import SMOKE_OVERRIDES, assert_no_leftovers, run_cli
-from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
-from unilab_lit.cli import UnilabCLI
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.app.unilab_cli import UnilabCLI
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
+from unilab_lit.telemetry import metrics
 
 # Short episodes, so that finished episodes (and the mean reward) arrive within a few iterations.
 FAST = [
@@ -53,7 +53,7 @@ def test_cli_resume_continues_tensorboard_and_csv_curves_in_their_run_directorie
                             "init_args": {"save_dir": str(runs), "name": "appo"},
                         },
                         {
-                            "class_path": "unilab_lit.loggers.ResumableCSVLogger",
+                            "class_path": "unilab_lit.telemetry.loggers.ResumableCSVLogger",
                             "init_args": {"save_dir": str(runs), "name": "appo"},
                         },
                     ]

@@ -12,11 +12,11 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import REPO
-from unilab_lit import metrics
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
+from unilab_lit.telemetry import metrics
 
 NUM_EVAL_ENVS = 16
 EVAL_SEED = 123

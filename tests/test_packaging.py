@@ -55,7 +55,7 @@ def test_installed_console_script_finds_a_shipped_config_by_name_from_an_empty_d
     # The package and its configs come from the venv, not from this checkout.
     located = subprocess.run(
         [env_dir / "bin" / "python", "-c",
-         "import unilab_lit.cli_io as m; print(m.find_config('appo.yaml'))"],
+         "import unilab_lit.app.cli_io as m; print(m.find_config('appo.yaml'))"],
         cwd=empty, env=env, capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     shipped = Path(located.stdout.strip())

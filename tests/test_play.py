@@ -1,4 +1,4 @@
-"""``python -m unilab_lit.play``: a trained checkpoint's return, its video, and bad input."""
+"""``python -m unilab_lit.app.play``: a trained checkpoint's return, its video, and bad input."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from unilab_lit.app.play import main, play
+from unilab_lit.app.policy_episodes import run_episodes
+from unilab_lit.app.trained_run import load_trained_run
 from unilab_lit.envs import make_env
-from unilab_lit.evaluation import run_episodes
-from unilab_lit.play import main, play
-from unilab_lit.trained_run import load_trained_run
 
 EPISODE_STEPS = 500  # CartpoleSwingup's time limit
 
@@ -24,7 +24,7 @@ def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path)
     out = tmp_path / "cartpole.mp4"
     completed = subprocess.run(
         [
-            sys.executable, "-m", "unilab_lit.play",
+            sys.executable, "-m", "unilab_lit.app.play",
             "--ckpt_path", "last", "--run_dir", str(appo_cartpole_run),
             "--num_envs", "2", "--episodes", "2",
             "--video", str(out), "--width", "160", "--height", "120",

@@ -23,16 +23,16 @@ from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
-from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import OffPolicyOptions
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.app.resume import continue_run_directory
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
-from unilab_lit.resume import continue_run_directory
+from unilab_lit.telemetry import metrics
 
 N = 4
 NUM_ENVS, NUM_STEPS = 8, 8
@@ -64,11 +64,11 @@ class _FirstPublish(Callback):
     """Records what the collector can read right after the publishers' ``on_train_start``."""
 
     def on_train_start(self, trainer, pl_module) -> None:
-        session = trainer.datamodule.session
+        link = trainer.datamodule.collector_link
         actor = pl_module.collector_policy_spec().build()
-        self.weights_version = session.shared_weights.load_module_if_newer(actor, NOT_PUBLISHED)
+        self.weights_version = link.weights.load_module_if_newer(actor, NOT_PUBLISHED)
         self.actor_state = {k: v.clone() for k, v in actor.state_dict().items()}
-        self.obs_stats = session.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
+        self.obs_stats = link.obs_stats.read_if_newer(NOT_PUBLISHED)
 
 
 class _LagRecorder(Callback):

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from tests.trace_checks import assert_well_formed, load_trace, tracks
-from unilab_lit import tracing
-from unilab_lit.collector.metrics import EPISODES
-from unilab_lit.data.inbox import CollectorInbox
-from unilab_lit.trace_file import TraceStore
+from unilab_lit.collector.channel import EPISODES
+from unilab_lit.collector.inbox import CollectorInbox
+from unilab_lit.telemetry import tracing
+from unilab_lit.telemetry.trace_file import TraceStore
 
 
 # ---------------------------------------------------------------- recorder and store
@@ -180,13 +180,25 @@ def test_perf_counter_is_one_clock_for_every_process():
 
 
 # ---------------------------------------------------------------- collector inbox
+class _Channel:
+    """A metrics channel whose ``drain`` returns what ``arrive`` returns."""
+
+    def __init__(self, arrive) -> None:
+        self.drain = arrive
+        self.dropped = 0
+
+
+def _alive() -> bool:
+    return True
+
+
 def test_inbox_hands_trace_batches_and_metrics_to_separate_readers():
     first, last = (tracing.TraceRecorder("collector").drain() for _ in range(2))
     arrivals = [
         [{"kind": EPISODES, "count": 1}, tracing.message(first, final=False)],
         [{"kind": EPISODES, "count": 2}, tracing.message(last, final=True)],
     ]
-    inbox = CollectorInbox(lambda: arrivals.pop(0) if arrivals else [])
+    inbox = CollectorInbox(_Channel(lambda: arrivals.pop(0) if arrivals else []), None, _alive)
     traced, final = inbox.drain_trace()  # also pulls the first episodes message
     assert len(traced) == 1 and traced[0] is first and not final
     counts = [m["count"] for m in inbox.drain_metrics()]
@@ -198,7 +210,7 @@ def test_inbox_hands_trace_batches_and_metrics_to_separate_readers():
 
 def test_inbox_counts_messages_its_reader_left_too_long():
     arrivals = [[{"kind": EPISODES, "count": i} for i in range(1030)]]
-    inbox = CollectorInbox(lambda: arrivals.pop() if arrivals else [])
+    inbox = CollectorInbox(_Channel(lambda: arrivals.pop() if arrivals else []), None, _alive)
     inbox.drain_trace()  # pulls the burst; the metrics reader keeps only the newest 1024
     assert inbox.dropped == 6
     assert inbox.drain_metrics()[0]["count"] == 6

@@ -12,22 +12,22 @@ from lightning.pytorch import Callback
 from callbacks import EpisodeStatsMonitor, Tracing
 from tests.collector_fits import collector_trainer
 from tests.trace_checks import assert_well_formed, load_trace, names, tracks
-from unilab_lit import tracing
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import OffPolicyOptions
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
-from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.ipc import ReplayStorage, replay_columns
 from unilab_lit.nn.policies import GaussianActor, PolicySpec
-from unilab_lit.trace_file import TraceStore
+from unilab_lit.telemetry import tracing
+from unilab_lit.telemetry.trace_file import TraceStore
 
 OBS = CartpoleSwingup.OBS_SIZE
 
@@ -45,8 +45,7 @@ def test_collector_records_only_while_switched_on_and_ships_a_final_batch_with_i
     link = LockstepLink(samples, replay.width)
     collector = CollectorProcess(
         CollectorConfig(
-            task="CartpoleSwingup",
-            num_envs=num_envs,
+            CollectorOptions("CartpoleSwingup", num_envs),
             policy=PolicySpec(
                 f"{GaussianActor.__module__}:GaussianActor",
                 {"obs_size": OBS, "action_size": 1, "hidden_dims": [8]},

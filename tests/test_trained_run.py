@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from unilab_lit.algos.appo import APPO
-from unilab_lit.trained_run import (
+from unilab_lit.app.trained_run import (
     RunLoadError,
     experiment_dir,
     load_trained_run,

@@ -6,7 +6,7 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from unilab_lit import video
+from unilab_lit.telemetry import video
 
 
 def _frames(count: int) -> np.ndarray:

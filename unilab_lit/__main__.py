@@ -18,7 +18,7 @@ def main(args: list[str] | None = None) -> None:
         from unilab_lit.collector.prestart import prestart
 
         prestart()
-    from unilab_lit.cli import UnilabCLI
+    from unilab_lit.app.unilab_cli import UnilabCLI
 
     UnilabCLI(args=args)
 

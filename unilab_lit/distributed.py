@@ -29,6 +29,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from unilab_lit.validation import check_arg
+
 if TYPE_CHECKING:
     # Only for annotations: the collector subprocess imports this module and never Lightning.
     from lightning.pytorch import Trainer
@@ -63,8 +65,7 @@ def rank_seed(seed: int, rank: int) -> int:
     Raises:
         ValueError: if ``rank`` is negative.
     """
-    if rank < 0:
-        raise ValueError(f"rank must be >= 0, got {rank}")
+    check_arg(rank >= 0, "rank", rank, ">= 0")
     if rank == 0:
         return seed
     return int(np.random.SeedSequence([seed % 2**32, rank]).generate_state(1)[0])
@@ -164,8 +165,7 @@ def reduce_over_ranks(values: torch.Tensor, op: str) -> torch.Tensor:
         ValueError: for another ``op``.
     """
     ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-    if op not in ops:
-        raise ValueError(f"op must be one of {sorted(ops)}, got {op!r}")
+    check_arg(op in ops, "op", op, f"one of {sorted(ops)}")
     if not is_distributed():
         return values
     buffer = values.detach().to(_device(), copy=True)

@@ -27,7 +27,6 @@ from offpolicy_batches import loader, make_trainer
 from tensordict import TensorDict
 from torch.utils.data import IterableDataset
 
-from unilab_lit import metrics
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.ppo_losses import (
     adaptive_learning_rate,
@@ -35,6 +34,7 @@ from unilab_lit.algos.ppo_losses import (
     gaussian_kl,
     impact_surrogate_loss,
 )
+from unilab_lit.telemetry import metrics
 
 
 # ---------------------------------------------------------------- hand-computed loss terms

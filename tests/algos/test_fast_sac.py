@@ -21,11 +21,11 @@ from offpolicy_batches import (
 )
 from tensordict import TensorDict
 
-from unilab_lit import metrics
 from unilab_lit.algos.c51 import expected_value
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
+from unilab_lit.telemetry import metrics
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -189,5 +189,5 @@ def test_constructor_rejects_out_of_range_argument_naming_it(name, value):
 
 
 def test_constructor_rejects_inverted_log_std_bounds():
-    with pytest.raises(ValueError, match="log_std_min=1.0, log_std_max=-1.0"):
+    with pytest.raises(ValueError, match="log_std_min must be < log_std_max=-1.0, got 1.0"):
         _model(log_std_min=1.0, log_std_max=-1.0)

@@ -20,12 +20,12 @@ from offpolicy_batches import (
 )
 from tensordict import TensorDict
 
-from unilab_lit import metrics
 from unilab_lit.algos.c51 import expected_value
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.optimizers import FastTD3AdamW
 from unilab_lit.ipc import NOT_PUBLISHED, SharedWeights, flat_size
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
+from unilab_lit.telemetry import metrics
 
 N_ENVS = 6
 

@@ -16,10 +16,10 @@ from lightning.pytorch.loggers import CSVLogger
 from offpolicy_batches import DP, SMALL, RandomBatches, build, loader, make_trainer, random_batch
 from torch import nn
 
-from unilab_lit import metrics
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.functional import bootstrap_mask, polyak_update
+from unilab_lit.telemetry import metrics
 
 ALGOS = [FastTD3, FastSAC]
 B, U = 8, 2

@@ -8,7 +8,7 @@ from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.loggers import CSVLogger
 
 from callbacks import StepProgressBar
-from unilab_lit import metrics
+from unilab_lit.telemetry import metrics
 
 
 class _BarAtFirstBatch(BoringModel):

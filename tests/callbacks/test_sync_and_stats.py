@@ -10,12 +10,15 @@ import torch
 from torch import nn
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
-from unilab_lit import metrics as keys
-from unilab_lit.collector.metrics import EPISODES, TIMING
-from unilab_lit.data.options import CollectorOptions
+from unilab_lit.collector.channel import EPISODES, TIMING
+from unilab_lit.collector.inbox import CollectorInbox
+from unilab_lit.collector.link import CollectorLink
+from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.data.feed_stats import FeedStats
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
 from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.telemetry import metrics as keys
 
 
 class _Module:
@@ -36,76 +39,71 @@ class _Module:
             self.prog_bar.update(values)
 
 
-class _Link:
-    """A ``CollectorLink`` over real shared blocks, without a collector process."""
+class _Channel:
+    """The collector's metrics channel as the inbox reads it: queued messages and a drop count."""
 
-    def __init__(self, policy: nn.Module, obs_size: int) -> None:
-        self.shared_weights = SharedWeights(flat_size(policy))
-        self.shared_obs_stats = SharedObsStats(obs_size)
-        self.task = "CartpoleSwingup"
-        self.task_kwargs: dict = {}
-        self.env_steps = 0
-        self.learned_env_steps = 0
-        self.last_wait_s = 0.0
-        self.ring_dropped = 0
-        self.metrics_dropped = 0
-        self.replay = None
+    def __init__(self) -> None:
         self.messages: list[dict] = []
+        self.dropped = 0
 
-    def publish_weights(self, policy: nn.Module, version: int) -> None:
-        self.shared_weights.publish_module(policy, version=version)
-
-    def publish_obs_stats(self, normalizer: ObsNormalizer, version: int) -> None:
-        self.shared_obs_stats.publish_normalizer(normalizer, version=version)
-
-    def drain_metrics(self) -> list[dict]:
+    def drain(self) -> list[dict]:
         drained, self.messages = self.messages, []
         return drained
 
 
 @pytest.fixture
 def rig():
+    """A trainer whose data module hands out a real ``CollectorLink`` over real shared blocks
+    and a real inbox, without a collector process; yields (trainer, module, link, channel)."""
     module = _Module()
-    link = _Link(module.policy, 3)
+    channel = _Channel()
+    link = CollectorLink(
+        options=CollectorOptions("CartpoleSwingup", 2),
+        weights=SharedWeights(flat_size(module.policy)),
+        obs_stats=SharedObsStats(3),
+        inbox=CollectorInbox(channel, SimpleNamespace(), alive=lambda: True),
+        transport=SimpleNamespace(dropped=0, replay=None),
+        feed=FeedStats(),
+    )
     trainer = SimpleNamespace(
         global_step=0,
         datamodule=SimpleNamespace(collector_link=link),
         log_every_n_steps=1,
         should_stop=False,
     )
-    yield trainer, module, link
-    link.shared_weights.unlink()
-    link.shared_obs_stats.unlink()
+    yield trainer, module, link, channel
+    link.weights.unlink()
+    link.obs_stats.unlink()
 
 
 def test_weight_sync_publishes_on_train_start_then_every_n_steps(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     sync = WeightSync(every_n_steps=2)
     sync.on_train_start(trainer, module)
-    assert data.shared_weights.version == 0
+    assert link.weights.version == 0
     reader = nn.Linear(3, 2)
-    assert data.shared_weights.load_module_if_newer(reader, NOT_PUBLISHED) == 0
+    assert link.weights.load_module_if_newer(reader, NOT_PUBLISHED) == 0
     assert torch.equal(reader.weight, module.policy.weight)
     for step in (1, 2, 3, 4):
         trainer.global_step = step
         sync.on_train_batch_end(trainer, module, None, None, step - 1)
-    assert data.shared_weights.version == 4
+    assert link.weights.version == 4
 
 
 def test_weight_sync_skips_an_iteration_that_did_not_advance_the_step(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     sync = WeightSync()
     sync.on_train_start(trainer, module)
     sync.on_train_batch_end(trainer, module, None, None, 0)  # every update skipped: step still 0
-    assert data.shared_weights.version == 0  # no duplicate version, no error
+    assert link.weights.version == 0  # no duplicate version, no error
 
 
 def test_obs_norm_sync_publishes_the_normalizer_statistics(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     module.obs_normalizer.update(torch.arange(12.0).reshape(4, 3))
     trainer.global_step = 5
     ObsNormSync().on_train_start(trainer, module)
-    snapshot = data.shared_obs_stats.read_if_newer(NOT_PUBLISHED)
+    snapshot = link.obs_stats.read_if_newer(NOT_PUBLISHED)
     assert snapshot.version == 5 and snapshot.count == 4
     assert torch.allclose(snapshot.mean.float(), module.obs_normalizer.mean)
 
@@ -126,12 +124,12 @@ def _episodes(returns, lengths, upright):
 
 
 def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     monitor = EpisodeStatsMonitor(window=3)
     monitor.on_train_start(trainer, module)
     monitor.on_train_batch_start(trainer, module, None, 0)
-    data.env_steps, data.learned_env_steps = 1000, 600
-    data.messages += [
+    link.feed.env_steps, link.feed.learned_env_steps = 1000, 600
+    channel.messages += [
         _episodes([1.0, 2.0], [10, 20], [0.5, 0.5]),
         _episodes([3.0, 4.0], [30, 40], [1.0, 1.0]),
         {"kind": TIMING, "env_steps_per_s": 1234.0},
@@ -150,14 +148,14 @@ def test_episode_stats_monitor_logs_window_means_and_throughput(rig):
 
 
 def test_episode_stats_monitor_logs_task_metrics_as_window_means_beside_reward_terms(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     monitor = EpisodeStatsMonitor(window=3)
     monitor.on_train_start(trainer, module)
     monitor.on_train_batch_start(trainer, module, None, 0)
     first, second = _episodes([1.0, 2.0], [10, 20], [0.5, 0.5]), _episodes([3.0], [30], [1.0])
     first["metric/tracking_error_lin_vel"] = np.asarray([0.9, 0.6], np.float32)
     second["metric/tracking_error_lin_vel"] = np.asarray([0.3], np.float32)
-    data.messages += [first, second]
+    channel.messages += [first, second]
     monitor.on_train_batch_end(trainer, module, None, None, 0)
     logged = module.logged
     # The key a user looks for in TensorBoard (metrics.EPISODE_METRIC).
@@ -166,36 +164,36 @@ def test_episode_stats_monitor_logs_task_metrics_as_window_means_beside_reward_t
 
 
 def test_episode_stats_monitor_logs_dropped_rollouts_and_messages(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     monitor = EpisodeStatsMonitor()
     monitor.on_train_start(trainer, module)
     monitor.on_train_batch_start(trainer, module, None, 0)
-    data.ring_dropped, data.metrics_dropped = 3, 5
+    link.transport.dropped, channel.dropped = 3, 5
     monitor.on_train_batch_end(trainer, module, None, None, 0)
     assert module.logged[keys.RING_DROPPED] == 3.0
     assert module.logged[keys.METRICS_DROPPED] == 5.0
 
 
 def test_collector_link_of_a_data_module_not_running_its_collector_says_so(rig):
-    trainer, module, _ = rig
+    trainer, module, _, _ = rig
     trainer.datamodule = RolloutDataModule(CollectorOptions("CartpoleSwingup", 2), num_steps=2)
     with pytest.raises(RuntimeError, match="RolloutDataModule runs no collector now"):
         ObsNormSync().on_train_start(trainer, module)
 
 
 def test_callbacks_refuse_a_data_module_without_a_collector_link(rig):
-    trainer, module, _ = rig
+    trainer, module, _, _ = rig
     trainer.datamodule = SimpleNamespace()
     with pytest.raises(TypeError, match="needs a data module with a `collector_link`"):
         WeightSync().on_train_start(trainer, module)
 
 
 def test_episode_stats_monitor_state_round_trips(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     monitor = EpisodeStatsMonitor(window=2)
     monitor.on_train_start(trainer, module)
     monitor.on_train_batch_start(trainer, module, None, 0)
-    data.messages.append(_episodes([5.0, 7.0], [1, 1], [0.0, 0.0]))
+    channel.messages.append(_episodes([5.0, 7.0], [1, 1], [0.0, 0.0]))
     monitor.on_train_batch_end(trainer, module, None, None, 0)
     restored = EpisodeStatsMonitor(window=2)
     restored.load_state_dict(monitor.state_dict())
@@ -208,7 +206,7 @@ def test_episode_stats_monitor_state_round_trips(rig):
 
 
 def test_episode_stats_monitor_loads_a_state_without_later_keys(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     monitor = EpisodeStatsMonitor(window=2)
     monitor.load_state_dict({"episodes": {"return": [4.0, 6.0]}})  # no nonfinite_resets yet
     monitor.on_train_start(trainer, module)
@@ -232,11 +230,11 @@ def test_rl_checkpoint_loads_a_state_without_rng_states_and_leaves_the_generator
 
 
 def test_episode_stats_monitor_logs_only_progress_bar_keys_between_logger_writes(rig):
-    trainer, module, data = rig
+    trainer, module, link, channel = rig
     trainer.log_every_n_steps, trainer.global_step = 2, 1  # the loggers write at steps 2, 4, ...
     monitor = EpisodeStatsMonitor()
     monitor.on_train_start(trainer, module)
     monitor.on_train_batch_start(trainer, module, None, 0)
-    data.messages.append(_episodes([5.0], [1], [0.0]))
+    channel.messages.append(_episodes([5.0], [1], [0.0]))
     monitor.on_train_batch_end(trainer, module, None, None, 0)
     assert set(module.logged) == {keys.ENV_STEPS, keys.MEAN_REWARD, keys.TOTAL_FPS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -11,8 +12,11 @@ from collector_rig import ACT, OBS, Rig
 
 from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.config import CollectorConfig
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.ipc import RolloutRing, SharedObsStats, SharedWeights, list_segments, rollout_fields
+
+_OPTION_FIELDS = {field.name for field in dataclasses.fields(CollectorOptions)}
 
 
 @pytest.fixture
@@ -25,7 +29,8 @@ def make_rig() -> Iterator:
     """``make_rig(policy_spec, num_envs=, num_steps=, ring_slots=, weights_of=, obs_stats=, **config)``.
 
     ``weights_of`` is a module whose layout the ``SharedWeights`` gets; ``config`` goes to
-    ``CollectorConfig``; ``start=False`` leaves the start to the test.
+    ``CollectorOptions`` (its fields) and ``CollectorConfig`` (the rest); ``start=False``
+    leaves the start to the test.
 
     Starts the collector; every rig is released at teardown even if the test failed.
     """
@@ -54,10 +59,10 @@ def make_rig() -> Iterator:
         if obs_stats:
             stats = SharedObsStats(OBS)
             blocks.append(stats)
+        options = {key: config.pop(key) for key in _OPTION_FIELDS & config.keys()}
         collector = CollectorProcess(
             CollectorConfig(
-                task="CartpoleSwingup",
-                num_envs=num_envs,
+                CollectorOptions("CartpoleSwingup", num_envs, **options),
                 policy=policy,
                 writer=AppoWriterSpec(ring.handle(), num_steps),
                 weights=None if weights is None else weights.handle(),

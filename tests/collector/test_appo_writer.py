@@ -7,7 +7,7 @@ import torch
 from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, EchoPolicy, spec
 
-from unilab_lit.collector.metrics import EPISODES, TIMING
+from unilab_lit.collector.channel import EPISODES, TIMING
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.nn.normalization import normalize
@@ -36,7 +36,7 @@ def test_rollouts_replay_exactly_and_pick_up_published_weights(make_rig):
         ring_slots=32,
         weights_of=policy,
         seed=SEED,
-        env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS},
+        task_kwargs={"max_episode_steps": MAX_EPISODE_STEPS},
         report_interval_s=0.1,
         max_episodes_per_report=2,
     )
@@ -131,7 +131,7 @@ def test_loop_tells_the_policy_which_episodes_ended(make_rig):
         num_steps=T,
         ring_slots=32,
         seed=SEED,
-        env_kwargs={"max_episode_steps": 3},
+        task_kwargs={"max_episode_steps": 3},
     )
     (_, first), (_, second) = _read(rig, 2)
     actions = torch.cat([first["actions"], second["actions"]])[..., 0]  # [2T, N]

@@ -131,12 +131,13 @@ LEARNER_SCRIPT = textwrap.dedent(
         from collector_rig import ACT, OBS
         from unilab_lit.collector.appo_writer import AppoWriterSpec
         from unilab_lit.collector.config import CollectorConfig
+        from unilab_lit.collector.options import CollectorOptions
         from unilab_lit.collector.process import CollectorProcess
         from unilab_lit.ipc import RolloutRing, rollout_fields
 
         ring = RolloutRing(2, rollout_fields(8, 2, OBS, OBS, ACT))
         collector = CollectorProcess(CollectorConfig(
-            task="CartpoleSwingup", num_envs=2, policy=spec("ConstantGaussian", OBS, ACT),
+            CollectorOptions("CartpoleSwingup", 2), policy=spec("ConstantGaussian", OBS, ACT),
             writer=AppoWriterSpec(ring.handle(), 8)))
         collector.start(timeout=120)
         print(os.getpid(), collector.pid, flush=True)

@@ -14,6 +14,7 @@ from collector_workers import ConstantGaussian, spec
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
@@ -38,12 +39,14 @@ def offpolicy() -> Iterator:
     weights = SharedWeights(flat_size(policy))
     collector = CollectorProcess(
         CollectorConfig(
-            task="CartpoleSwingup",
-            num_envs=N,
+            CollectorOptions(
+                "CartpoleSwingup",
+                N,
+                seed=SEED,
+                task_kwargs={"max_episode_steps": MAX_EPISODE_STEPS},
+            ),
             policy=spec("ConstantGaussian", OBS, ACT),
             writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),
-            seed=SEED,
-            env_kwargs={"max_episode_steps": MAX_EPISODE_STEPS},
             weights=weights.handle(),
         )
     )

@@ -15,6 +15,7 @@ import torch
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.data.double_buffer import DoubleBufferPipeline, sample_seed
 from unilab_lit.envs.cartpole import CartpoleSwingup
@@ -185,12 +186,11 @@ def start_collector() -> Iterator:
         blocks.extend([replay, link])
         collector = CollectorProcess(
             CollectorConfig(
-                task="CartpoleSwingup",
-                num_envs=N,
+                CollectorOptions(
+                    "CartpoleSwingup", N, seed=SEED, task_kwargs={"max_episode_steps": 20}
+                ),
                 policy=PolicySpec(f"{DeterministicActor.__module__}:DeterministicActor", ACTOR),
                 writer=OffPolicyWriterSpec(replay.handle(), link.handle(), STEPS_PER_SYNC),
-                seed=SEED,
-                env_kwargs={"max_episode_steps": 20},
                 weights=None if weights is None else weights.handle(),
             )
         )

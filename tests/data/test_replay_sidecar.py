@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from unilab_lit.data import replay_sidecar
-from unilab_lit.ipc.replay import ReplayStorage
+from unilab_lit.ipc.replay_storage import ReplayStorage
 
 COLUMNS = {"obs": 3, "reward": 1}
 

@@ -11,8 +11,8 @@ from lightning.pytorch import Callback, Trainer
 
 from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError
-from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import list_segments
 

@@ -2,11 +2,12 @@
 
 Run as a script (Lightning's DDP launcher re-runs this file for rank 1):
     python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--ckpt PATH]
-        [--kill-collector-rank R]
+        [--kill-collector-rank R] [--max-env-steps B]
 Each rank writes ``OUT_DIR/rank<r>.pt``: its module state, optimizer states, the raw policy
 observations its normaliser folded in, its data module's env-step counter and, on rank 0, the
 logged ``Train/env_steps``. ``--kill-collector-rank`` SIGKILLs that rank's collector after its
-second iteration (the job must end with that rank's error).
+second iteration (the job must end with that rank's error). ``--max-env-steps`` adds an
+``EnvStepBudget`` of ``B`` env steps.
 """
 
 from __future__ import annotations
@@ -25,12 +26,19 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from callbacks import EpisodeStatsMonitor, InterruptGuard, ObsNormSync, RLCheckpoint, WeightSync  # noqa: E402
+from callbacks import (  # noqa: E402
+    EnvStepBudget,
+    EpisodeStatsMonitor,
+    InterruptGuard,
+    ObsNormSync,
+    RLCheckpoint,
+    WeightSync,
+)
 from tests.test_resume import _build as build_appo  # noqa: E402
 from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
-from unilab_lit import metrics  # noqa: E402
 from unilab_lit.algos.appo import APPO  # noqa: E402
 from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
+from unilab_lit.telemetry import metrics  # noqa: E402
 
 
 def build(algo: str):
@@ -108,6 +116,7 @@ def main() -> None:
     parser.add_argument("--ckpt", type=Path, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--kill-collector-rank", type=int, default=None)
+    parser.add_argument("--max-env-steps", type=int, default=None)
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     model, data = build(args.algo)
@@ -119,6 +128,8 @@ def main() -> None:
         InterruptGuard(),
         Recorder(args.out_dir, args.kill_collector_rank),
     ]
+    if args.max_env_steps is not None:
+        callbacks.insert(0, EnvStepBudget(args.max_env_steps))
     if args.checkpoint_every:
         callbacks.append(
             ModelCheckpoint(

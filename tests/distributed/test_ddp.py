@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, processes_with_mark
+from tests.test_resume import NUM_ENVS, NUM_STEPS
 from unilab_lit.ipc import list_segments
 
 JOB = Path(__file__).with_name("ddp_job.py")
@@ -139,6 +140,19 @@ def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(tmp_path: Path, m
     )
     assert one_rank.returncode != 0
     assert "world size 2, this job has world size 1" in one_rank.stderr
+
+
+def test_env_step_budget_counts_every_ranks_env_steps_and_stops_all_ranks_together(
+    tmp_path: Path, marked_env
+):
+    env, _ = marked_env
+    # Synchronous APPO: each rank learns one rollout per iteration, the job two.
+    job_iteration = 2 * NUM_ENVS * NUM_STEPS
+    rank0, rank1 = _fit(
+        "appo", tmp_path, env, "--steps", "100", "--max-env-steps", str(N * job_iteration)
+    )
+    assert rank0["global_step"] == rank1["global_step"] == N
+    assert rank0["env_steps"] + rank1["env_steps"] == N * job_iteration
 
 
 def _assert_job_left_nothing(pids: list[dict], mark: str) -> None:

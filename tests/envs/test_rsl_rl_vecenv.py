@@ -9,10 +9,10 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
-from unilab_lit import metrics
 from unilab_lit.envs import make_env
 from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.telemetry import metrics
 
 NUM_ENVS = 4
 SHORT_EPISODE = 5

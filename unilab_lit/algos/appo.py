@@ -9,9 +9,8 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 from tensordict import TensorDict
-from torch import nn
 
-from unilab_lit import distributed, metrics
+from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.functional import all_finite, mean_terms, polyak_update
 from unilab_lit.algos.ppo_losses import (
@@ -26,14 +25,13 @@ from unilab_lit.nn.policies import (
     Activation,
     GaussianActor,
     MLPCritic,
-    NormalizedPolicy,
-    PolicySpec,
 )
 from unilab_lit.nn.value_normalization import (
     VALUE_NORMALIZATIONS,
     ValueNormalization,
     ValueNormalizer,
 )
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 _UPDATES = "updates"
@@ -51,26 +49,11 @@ class APPO(RLAlgorithm):
     ratio: Luo et al. 2020, "IMPACT: Importance Weighted Asynchronous Architectures with
     Clipped Target Networks".
 
-    One dataset item is one learner iteration: a ``TensorDict`` (``batch_size=[]``) of
-    time-major raw tensors ``obs [T,M,Dp]``, ``critic_obs [T,M,Dc]``, ``actions [T,M,A]``,
-    ``log_prob [T,M]`` (behaviour), ``reward [T,M]``, ``done [T,M]`` (terminated | truncated),
-    ``truncated [T,M]`` (timeouts; False where the step terminated), ``final_critic_obs [T,M,Dc]`` (valid where truncated),
-    ``last_critic_obs [M,Dc]``, ``fresh [M]`` (columns not seen in an earlier item) and
-    ``policy_version [M]`` (``global_step`` of the weights that generated each column). Per item:
-    the normalisers take the fresh columns, the critic gives values and bootstraps, the target
-    actor gives ``log π_target``, V-trace gives value targets and advantages (normalised over
-    the item; the value normaliser takes the fresh targets), then ``num_learning_epochs ×
-    num_mini_batches`` optimizer steps on the clipped IMPACT surrogate + clipped value loss −
-    entropy bonus, with global grad-norm clipping and the learning rate of ``schedule``. The
-    target actor then moves toward the actor every ``target_update_freq`` iterations.
-    The last minibatch step is the one per iteration Lightning counts (see ``RLAlgorithm``).
-
-    ``training_step`` takes the ``dataloader_iter`` so Lightning does not fetch the next item
-    before this update finishes (its default one-item prefetch would add a rollout of policy lag).
-
-    A non-finite input batch, loss or gradient norm skips that update (for a bad batch, the
-    whole iteration, without touching the normalisers) and counts it in ``nonfinite_skips``;
-    ``max_nonfinite_steps`` skips in a row, of any kind, raise ``RuntimeError``.
+    One dataset item (a time-major rollout batch) is one learner iteration: V-trace targets
+    and advantages, then ``num_learning_epochs × num_mini_batches`` steps on the clipped
+    IMPACT surrogate, value loss and entropy bonus; the target actor follows the actor every
+    ``target_update_freq`` iterations. docs/algorithms.md describes the item's keys, the
+    update in order and the non-finite handling.
 
     Args:
         policy_obs_size: Width of the policy observation group (linked from the data module).
@@ -194,33 +177,18 @@ class APPO(RLAlgorithm):
         self.save_hyperparameters()
         self._optimizer_callable = optimizer
 
-        self._actor_kwargs: dict[str, Any] = {
-            "obs_size": policy_obs_size,
-            "action_size": action_size,
-            "hidden_dims": list(actor_hidden_dims),
-            "activation": activation,
-            "init_std": init_std,
-            "std_type": std_type,
-        }
-        self.actor = GaussianActor(**self._actor_kwargs)
+        self._build_actor(
+            GaussianActor,
+            hidden_dims=list(actor_hidden_dims),
+            activation=activation,
+            init_std=init_std,
+            std_type=std_type,
+        )
         self.critic = MLPCritic(critic_obs_size, list(critic_hidden_dims), activation)
         self.value_normalizer = ValueNormalizer(value_normalization)
-        self.target_actor = GaussianActor(**self._actor_kwargs)
+        self.target_actor = self._actor_spec.build()
         self.target_actor.load_state_dict(self.actor.state_dict())
         self.target_actor.requires_grad_(False)
-
-    # ----------------------------------------------------------------- collector contract
-    def collector_policy_spec(self) -> PolicySpec:
-        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        return PolicySpec.of(GaussianActor, self._actor_kwargs)
-
-    def collector_policy(self) -> nn.Module:
-        """The learner's actor, whose parameters and buffers are published to the collector."""
-        return self.actor
-
-    def inference_policy(self) -> nn.Module:
-        """Raw policy observation → the Gaussian's mean action, the normaliser folded in."""
-        return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # ------------------------------------------------------------------------- Lightning
     def configure_optimizers(self) -> OptimizerLRScheduler:

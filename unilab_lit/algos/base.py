@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from abc import ABC
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
 
-from unilab_lit import distributed, metrics
+from unilab_lit import distributed
 from unilab_lit.algos.data_parallel import DataParallelHooks
 from unilab_lit.algos.nonfinite import NonfiniteGuard
-from unilab_lit.log_schedule import loggers_write_this_step
+from unilab_lit.collector.obs_norm_sync import ObsNormSync
+from unilab_lit.collector.weight_sync import WeightSync
 from unilab_lit.nn.normalization import ObsNormalizer
-from unilab_lit.nn.policies import PolicySpec
+from unilab_lit.nn.policies import NormalizedPolicy, PolicySpec
+from unilab_lit.telemetry import metrics
+from unilab_lit.telemetry.log_schedule import loggers_write_this_step
 from unilab_lit.validation import check_arg
 
 
 class RLAlgorithm(DataParallelHooks, ABC):
     """A learner whose data comes from a collector process: the contract and the shared verbs.
 
-    **Collector contract.** The data module rebuilds :meth:`collector_policy` in the collector
-    from :meth:`collector_policy_spec`; ``WeightSync`` publishes :meth:`collector_policy`'s
+    **Collector contract.** ``actor`` (built by :meth:`_build_actor`) is the policy the
+    collector runs: the data module rebuilds :meth:`collector_policy` in the collector from
+    :meth:`collector_policy_spec`; ``WeightSync`` publishes :meth:`collector_policy`'s
     ``state_dict`` and ``ObsNormSync`` publishes ``obs_normalizer``'s statistics, and the
     collector normalises raw policy observations with exactly those before acting.
     :meth:`inference_policy` is the same policy for evaluation and export: raw observation in,
@@ -69,6 +74,9 @@ class RLAlgorithm(DataParallelHooks, ABC):
     critic_obs_normalizer: ObsNormalizer
     """Running statistics of the critic observation (learner only)."""
 
+    actor: nn.Module
+    """The acting module the collector runs (:meth:`_build_actor`)."""
+
     nonfinite_skips: torch.Tensor
 
     def __init__(
@@ -90,6 +98,7 @@ class RLAlgorithm(DataParallelHooks, ABC):
         check_arg(max_nonfinite_steps >= 1, "max_nonfinite_steps", max_nonfinite_steps, ">= 1")
         check_arg(obs_clip is None or obs_clip > 0, "obs_clip", obs_clip, "> 0 or null")
         self.automatic_optimization = False
+        self._action_size = action_size
         self.obs_normalizer = ObsNormalizer(policy_obs_size, clip=obs_clip)
         self.critic_obs_normalizer = ObsNormalizer(critic_obs_size, clip=obs_clip)
         # Total skipped updates; a buffer so the count survives a resume.
@@ -97,19 +106,18 @@ class RLAlgorithm(DataParallelHooks, ABC):
         self._nonfinite = NonfiniteGuard(type(self).__name__, max_nonfinite_steps, nonfinite_advice)
 
     # ----------------------------------------------------------------- collector contract
-    @abstractmethod
     def collector_policy(self) -> nn.Module:
-        """The learner's acting module, whose ``state_dict`` ``WeightSync`` publishes.
+        """The learner's acting module ``actor``, whose ``state_dict`` ``WeightSync`` publishes.
 
         Its ``act(normalised_obs)`` returns ``{"actions": ...}`` (and ``"log_prob"`` where the
         algorithm needs the behaviour density); its ``forward`` is the deterministic action.
         """
+        return self.actor
 
-    @abstractmethod
     def collector_policy_spec(self) -> PolicySpec:
         """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
+        return self._actor_spec
 
-    @abstractmethod
     def inference_policy(self) -> nn.Module:
         """Raw policy observation ``[..., policy_obs_size]`` → deterministic action ``[..., action_size]``.
 
@@ -117,6 +125,17 @@ class RLAlgorithm(DataParallelHooks, ABC):
         Python control flow, so ``torch.jit.trace`` / ``torch.onnx.export`` capture it. It uses
         the learner's live modules; copy it to freeze it.
         """
+        return NormalizedPolicy(self.obs_normalizer, self.actor)
+
+    def _build_actor(self, actor_class: Callable[..., nn.Module], **kwargs: Any) -> None:
+        """Build ``actor`` as ``actor_class(obs_size=policy_obs_size, action_size=..., **kwargs)``.
+
+        Subclasses call it once in ``__init__``; the same recipe is what the collector rebuilds
+        (:meth:`collector_policy_spec`), so both sides have one ``state_dict`` layout.
+        """
+        sizes = {"obs_size": self.obs_normalizer.size, "action_size": self._action_size}
+        self._actor_spec = PolicySpec.of(actor_class, {**sizes, **kwargs})
+        self.actor = self._actor_spec.build()
 
     # ------------------------------------------------------------------------- Lightning
     def configure_callbacks(self) -> list[Callback]:
@@ -130,10 +149,6 @@ class RLAlgorithm(DataParallelHooks, ABC):
         """
         if self.trainer.datamodule is None:
             return []
-        # callbacks/ is the layer above this package (it reads the data module and the
-        # collector); importing it at call time keeps unilab_lit importable on its own.
-        from callbacks import ObsNormSync, WeightSync
-
         present = self.trainer.callbacks
         return [
             required()

@@ -1,12 +1,83 @@
-"""The LightningModule hooks that make an RL learner data-parallel under Lightning's DDP."""
+"""The LightningModule hooks that make an RL learner data-parallel under Lightning's DDP.
+
+Under DDP only rank 0 writes the checkpoint file, but the data module's state (env-step counter,
+the collector's envs, observations and RNG, the staging pool) and the callbacks' state (RNG
+streams, episode windows, replay sidecar names) differ per rank. :func:`gather_rank_states` puts
+every rank's copy of those entries into rank 0's checkpoint; :func:`select_rank_state` hands each
+rank of the resumed job its own before anything is restored from them. Model, optimizer and loop
+state are the same on every rank and stay as Lightning writes them.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from lightning.pytorch import LightningModule
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.trainer.states import TrainerStatus
 
-from unilab_lit import distributed, rank_states
+from unilab_lit import distributed
+
+log = logging.getLogger(__name__)
+
+RANK_STATES_KEY = "rank_states"
+"""Checkpoint key of ``{"world_size": W, "states": [per-rank entries] | None}`` (DDP runs only)."""
+
+_CALLBACKS_KEY = "callbacks"
+
+
+def _rank_local_keys(trainer: Trainer, checkpoint: dict[str, Any]) -> list[str]:
+    keys = [_CALLBACKS_KEY]
+    if trainer.datamodule is not None:
+        keys.append(type(trainer.datamodule).__qualname__)
+    return [key for key in keys if key in checkpoint]
+
+
+def gather_rank_states(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
+    """Add every rank's data-module and callback state to ``checkpoint`` (a collective under DDP).
+
+    Call from ``on_save_checkpoint``, which Lightning runs on every rank. A checkpoint written on
+    an exception path gathers nothing (another rank may be gone, and a collective would hang):
+    it records the world size without per-rank states and cannot be resumed under DDP.
+    """
+    if not distributed.is_distributed():
+        return
+    size = distributed.world_size()
+    if trainer.state.status == TrainerStatus.INTERRUPTED:
+        log.warning("checkpoint written while the job fails holds no per-rank state")
+        checkpoint[RANK_STATES_KEY] = {"world_size": size, "states": None}
+        return
+    keys = _rank_local_keys(trainer, checkpoint)
+    states = distributed.gather_to_rank_zero({key: checkpoint[key] for key in keys})
+    checkpoint[RANK_STATES_KEY] = {"world_size": size, "states": states}
+
+
+def select_rank_state(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
+    """Replace the rank-local entries of a loaded ``checkpoint`` by this rank's own.
+
+    Call from ``on_load_checkpoint`` (Lightning runs it before the data module and callbacks are
+    restored).
+
+    Raises:
+        ValueError: if the checkpoint was written by a different number of ranks, or by a
+            failing DDP job (no per-rank state).
+    """
+    saved = checkpoint.get(RANK_STATES_KEY)
+    saved_size = 1 if saved is None else int(saved["world_size"])
+    size = distributed.world_size()
+    if saved_size != size:
+        raise ValueError(
+            f"checkpoint {trainer.ckpt_path} was written by a job of world size {saved_size}, "
+            f"this job has world size {size} (devices x num_nodes); resume with {saved_size}"
+        )
+    if saved is None:
+        return
+    if saved["states"] is None:
+        raise ValueError(
+            f"checkpoint {trainer.ckpt_path} was written while a DDP job failed and holds no "
+            "per-rank collector state; resume from an earlier checkpoint"
+        )
+    checkpoint.update(saved["states"][distributed.global_rank()])
 
 
 class DataParallelHooks(LightningModule):
@@ -17,7 +88,7 @@ class DataParallelHooks(LightningModule):
       (:func:`unilab_lit.distributed.take_over_gradient_sync`, ``RLAlgorithm._step``).
     - ``on_save_checkpoint`` / ``on_load_checkpoint``: every rank's data-module and callback
       state goes into rank 0's checkpoint and comes back to its rank on resume
-      (:mod:`unilab_lit.rank_states`); a different world size fails there.
+      (:func:`gather_rank_states`, :func:`select_rank_state`); a different world size fails there.
 
     Without DDP every hook is a no-op. A subclass overriding one of them calls ``super()``.
     """
@@ -26,9 +97,9 @@ class DataParallelHooks(LightningModule):
         distributed.take_over_gradient_sync(self.trainer)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        rank_states.gather_rank_states(self.trainer, checkpoint)
+        gather_rank_states(self.trainer, checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # load_from_checkpoint (play, export) has no trainer and needs only the weights.
         if self._trainer is not None:
-            rank_states.select_rank_state(self.trainer, checkpoint)
+            select_rank_state(self.trainer, checkpoint)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 from torch import nn
 
-from unilab_lit import metrics
 from unilab_lit.algos.offpolicy import (
     TEMPERATURE,
     Minibatch,
@@ -19,7 +17,8 @@ from unilab_lit.algos.offpolicy import (
 )
 from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
-from unilab_lit.nn.policies import Activation, NormalizedPolicy, PolicySpec
+from unilab_lit.nn.policies import Activation
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 
@@ -62,9 +61,8 @@ class FastSAC(OffPolicyLearner):
         target_entropy_per_dim: Target policy entropy per action dimension (SAC: −1).
         offpolicy: C51 support, discount, Polyak rate, update schedule (``policy_frequency``
             also paces the temperature) and the other settings of the shared off-policy
-            iteration. ``use_cdq`` is on by default, unlike the seed project's FastSAC: on
-            HalfCheetah (32 envs, 3000 updates) its Q targets overestimated without it and
-            forward reward reached 0.05 vs 0.6 per step with it.
+            iteration. ``use_cdq`` is on by default, unlike the seed project's FastSAC,
+            because the Q targets overestimate without it (``configs/fast_sac.yaml``).
         critic_optimizer: Optimizer of the critic twins (FastSAC's AdamW by default).
         actor_optimizer: Optimizer of the actor (FastSAC's AdamW by default).
         temperature_optimizer: Optimizer of ``log α`` (FastSAC's AdamW by default); its weight
@@ -117,16 +115,14 @@ class FastSAC(OffPolicyLearner):
         self.save_hyperparameters()
         self._temperature_optimizer = temperature_optimizer
         self.target_entropy = action_size * target_entropy_per_dim
-        self._actor_kwargs: dict[str, Any] = {
-            "obs_size": policy_obs_size,
-            "action_size": action_size,
-            "hidden_dims": list(actor_hidden_dims),
-            "activation": activation,
-            "layer_norm": layer_norm,
-            "log_std_min": log_std_min,
-            "log_std_max": log_std_max,
-        }
-        self.actor = SquashedGaussianActor(**self._actor_kwargs)
+        self._build_actor(
+            SquashedGaussianActor,
+            hidden_dims=list(actor_hidden_dims),
+            activation=activation,
+            layer_norm=layer_norm,
+            log_std_min=log_std_min,
+            log_std_max=log_std_max,
+        )
         self._build_critics(action_size, critic_hidden_dims, activation, layer_norm)
         self.log_temperature = nn.Parameter(torch.tensor(math.log(init_temperature)))
 
@@ -134,19 +130,6 @@ class FastSAC(OffPolicyLearner):
     def temperature(self) -> torch.Tensor:
         """The current entropy temperature α (detached)."""
         return self.log_temperature.detach().exp()
-
-    # ----------------------------------------------------------------- collector contract
-    def collector_policy_spec(self) -> PolicySpec:
-        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        return PolicySpec.of(SquashedGaussianActor, self._actor_kwargs)
-
-    def collector_policy(self) -> nn.Module:
-        """The learner's actor, whose parameters are published to the collector."""
-        return self.actor
-
-    def inference_policy(self) -> nn.Module:
-        """Raw policy observation → ``tanh`` of the Gaussian's mean, the normaliser folded in."""
-        return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # ------------------------------------------------------------------------- Lightning
     def configure_optimizers(self) -> list[torch.optim.Optimizer]:

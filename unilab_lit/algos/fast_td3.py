@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from lightning.pytorch.cli import OptimizerCallable
-from torch import nn
 
-from unilab_lit import metrics
 from unilab_lit.algos.offpolicy import Minibatch, OffPolicyLearner, OffPolicyOptions
 from unilab_lit.algos.optimizers import FastTD3AdamW
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
-from unilab_lit.nn.policies import Activation, NormalizedPolicy, PolicySpec
+from unilab_lit.nn.policies import Activation
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 
@@ -92,31 +90,16 @@ class FastTD3(OffPolicyLearner):
         check_arg(policy_noise >= 0.0, "policy_noise", policy_noise, ">= 0")
         check_arg(noise_clip >= 0.0, "noise_clip", noise_clip, ">= 0")
         self.save_hyperparameters()
-        self._actor_kwargs: dict[str, Any] = {
-            "obs_size": policy_obs_size,
-            "action_size": action_size,
-            "hidden_dims": list(actor_hidden_dims),
-            "activation": activation,
-            "layer_norm": layer_norm,
-            "init_scale": init_scale,
-            "noise_std_min": noise_std_min,
-            "noise_std_max": noise_std_max,
-        }
-        self.actor = DeterministicActor(**self._actor_kwargs)
+        self._build_actor(
+            DeterministicActor,
+            hidden_dims=list(actor_hidden_dims),
+            activation=activation,
+            layer_norm=layer_norm,
+            init_scale=init_scale,
+            noise_std_min=noise_std_min,
+            noise_std_max=noise_std_max,
+        )
         self._build_critics(action_size, critic_hidden_dims, activation, layer_norm)
-
-    # ----------------------------------------------------------------- collector contract
-    def collector_policy_spec(self) -> PolicySpec:
-        """How the collector rebuilds :meth:`collector_policy` (same ``state_dict`` layout)."""
-        return PolicySpec.of(DeterministicActor, self._actor_kwargs)
-
-    def collector_policy(self) -> nn.Module:
-        """The learner's actor, whose parameters are published to the collector."""
-        return self.actor
-
-    def inference_policy(self) -> nn.Module:
-        """Raw policy observation → the deterministic actor's action (no exploration noise)."""
-        return NormalizedPolicy(self.obs_normalizer, self.actor)
 
     # --------------------------------------------------------------------------- losses
     def _critic_loss(self, mb: Minibatch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from unilab_lit.log_limits import RateLimitFilter
+from unilab_lit.telemetry.log_limits import RateLimitFilter
 
 log = logging.getLogger(__name__)
 # An env (or a learner) that keeps failing would print one line per step; counters keep the total.

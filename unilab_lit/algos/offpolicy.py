@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
 
-from unilab_lit import distributed, metrics
+from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.c51 import (
     categorical_projection,
@@ -23,6 +23,7 @@ from unilab_lit.algos.c51 import (
 from unilab_lit.algos.functional import all_finite, bootstrap_mask, mean_terms, polyak_update
 from unilab_lit.nn.offpolicy_nets import TwinDistributionalCritic
 from unilab_lit.nn.policies import Activation
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 BATCH_KEYS = (
@@ -132,10 +133,11 @@ class OffPolicyLearner(RLAlgorithm):
     ``training_step`` takes the ``dataloader_iter`` so Lightning never fetches the next item before
     this iteration's update finishes.
 
-    Subclasses build ``actor`` and then the critics (:meth:`_build_critics`), implement
-    :meth:`_critic_loss`, :meth:`_actor_loss` and the collector contract, and call
-    ``save_hyperparameters()``; a learner with more to update per minibatch extends
-    :meth:`_update` and ``configure_optimizers`` (in ``CRITIC, ACTOR[, TEMPERATURE]`` order).
+    Subclasses build ``actor`` (``_build_actor``, which also serves the collector contract) and
+    then the critics (:meth:`_build_critics`), implement :meth:`_critic_loss` and
+    :meth:`_actor_loss`, and call ``save_hyperparameters()``; a learner with more to update per
+    minibatch extends :meth:`_update` and ``configure_optimizers`` (in ``CRITIC, ACTOR[,
+    TEMPERATURE]`` order).
 
     Args:
         policy_obs_size: Width of the policy observation group (>= 1).

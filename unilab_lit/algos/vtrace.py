@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import torch
 
+from unilab_lit.validation import check_arg
+
 
 class VTraceReturns(NamedTuple):
     """Outputs of :func:`vtrace`, both ``[T, M]``.
@@ -75,10 +77,8 @@ def vtrace(
     Raises:
         ValueError: If the shapes do not match ``[T, M]`` / ``[M]``, or ``lambda_`` is outside [0, 1].
     """
-    if not 0.0 <= lambda_ <= 1.0:
-        raise ValueError(f"lambda_ must be in [0, 1], got {lambda_}")
-    if log_rhos.dim() != 2:
-        raise ValueError(f"log_rhos must be [T, M], got shape {tuple(log_rhos.shape)}")
+    check_arg(0.0 <= lambda_ <= 1.0, "lambda_", lambda_, "in [0, 1]")
+    check_arg(log_rhos.dim() == 2, "log_rhos", tuple(log_rhos.shape), "of shape [T, M]")
     for name, tensor in (
         ("rewards", rewards),
         ("values", values),
@@ -90,10 +90,12 @@ def vtrace(
             raise ValueError(
                 f"{name} must have the shape of log_rhos {tuple(log_rhos.shape)}, got {tuple(tensor.shape)}"
             )
-    if bootstrap_value.shape != log_rhos.shape[1:]:
-        raise ValueError(
-            f"bootstrap_value must be [M] = {tuple(log_rhos.shape[1:])}, got {tuple(bootstrap_value.shape)}"
-        )
+    check_arg(
+        bootstrap_value.shape == log_rhos.shape[1:],
+        "bootstrap_value",
+        tuple(bootstrap_value.shape),
+        f"[M] = {tuple(log_rhos.shape[1:])}",
+    )
     with torch.no_grad():
         rhos = log_rhos.exp()
         clipped_rhos = rhos.clamp(max=clip_rho_threshold)

@@ -5,8 +5,8 @@ Only light modules are imported here; a spawn child imports this package before 
 
 from __future__ import annotations
 
+from unilab_lit.collector.channel import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 
 __all__ = [

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, NoReturn
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+    from unilab_lit.collector.channel import MetricsChannel
     from unilab_lit.collector.control import ControlBlock
-    from unilab_lit.collector.metrics import MetricsChannel
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def _run(
         config = pickle.loads(config_bytes)
         import torch
 
-        torch.set_num_threads(config.torch_threads)
+        torch.set_num_threads(config.options.collector_torch_threads)
         from unilab_lit.collector.loop import build_loop
 
         imported = time.monotonic()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
     from torch import nn
 
+    from unilab_lit.collector.options import CollectorOptions
     from unilab_lit.collector.writer import Writer
     from unilab_lit.envs.spec import EnvSpec
     from unilab_lit.ipc.obs_stats import SharedObsStatsHandle
@@ -32,23 +34,21 @@ class WriterSpec(Protocol):
 class CollectorConfig:
     """Everything the collector child needs; it is pickled into the child at spawn time.
 
+    The user's :class:`~unilab_lit.collector.options.CollectorOptions` travel inside it
+    unchanged (validated once, where they were built); the rest are the run-time handles and
+    the learner's normaliser settings.
+
     Args:
-        task: Registered env name passed to ``unilab_lit.envs.make_env``.
-        num_envs: Environments stepped together (>= 1).
+        options: The user's collector options: task, ``num_envs``, seed, threads, timeouts.
         policy: Recipe for the CPU actor; its ``act(obs)`` gets the normalised policy observation.
         writer: Recipe for the writer (``AppoWriterSpec`` or ``OffPolicyWriterSpec``).
-        seed: Seed of the env's first reset and of the collector's torch generator.
-        env_kwargs: Extra task keyword arguments for ``make_env``.
-        physics_threads: MuJoCo batch threads of the env (>= 1).
-        torch_threads: Intra-op threads of the collector's torch (>= 1); one keeps actor inference
-            from competing with the physics threads.
+        rank: Global rank of the learner that owns the collector; each rank's collector steps
+            its own envs with its own noise (:attr:`seed`).
         weights: Handle of the learner's ``SharedWeights``; ``None`` keeps the policy's own
             initial weights (tests, scripted policies).
         obs_stats: Handle of the learner's ``SharedObsStats``; ``None`` disables normalisation.
         obs_norm_eps: ``eps`` of the learner's normaliser (the collector must use the same one).
         obs_norm_clip: ``clip`` of the learner's normaliser (``None``: unclipped).
-        stall_timeout_s: The learner reports a stall after this many seconds without a heartbeat
-            (> 0). Waiting for the learner counts as progress; only a stuck loop stalls.
         report_interval_s: Seconds between metrics messages (> 0).
         max_episodes_per_report: Most recent finished episodes whose per-episode values one
             metrics message carries (>= 1); counts always cover every episode.
@@ -59,34 +59,38 @@ class CollectorConfig:
         ValueError: if a numeric argument is out of range.
     """
 
-    task: str
-    num_envs: int
+    options: CollectorOptions
     policy: PolicyBuilder
     writer: WriterSpec
-    seed: int = 0
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    physics_threads: int = 1
-    torch_threads: int = 1
+    rank: int = 0
     weights: SharedWeightsHandle | None = None
     obs_stats: SharedObsStatsHandle | None = None
     obs_norm_eps: float = 1e-8
     obs_norm_clip: float | None = 10.0
-    stall_timeout_s: float = 30.0
     report_interval_s: float = 1.0
     max_episodes_per_report: int = 256
     state_dir: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("num_envs", "physics_threads", "torch_threads", "max_episodes_per_report"):
-            value = getattr(self, name)
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        for name in ("stall_timeout_s", "report_interval_s"):
-            value = getattr(self, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        if not self.obs_norm_eps > 0:
-            raise ValueError(f"obs_norm_eps must be > 0, got {self.obs_norm_eps}")
+        check_arg(self.rank >= 0, "rank", self.rank, ">= 0")
+        episodes = self.max_episodes_per_report
+        check_arg(episodes >= 1, "max_episodes_per_report", episodes, ">= 1")
+        interval = self.report_interval_s
+        check_arg(
+            interval > 0 and math.isfinite(interval),
+            "report_interval_s",
+            interval,
+            "a finite number > 0",
+        )
+        check_arg(self.obs_norm_eps > 0, "obs_norm_eps", self.obs_norm_eps, "> 0")
         # None leaves the normalised observation unbounded.
-        if self.obs_norm_clip is not None and not self.obs_norm_clip > 0:
-            raise ValueError(f"obs_norm_clip must be > 0 or None, got {self.obs_norm_clip}")
+        clip = self.obs_norm_clip
+        check_arg(clip is None or clip > 0, "obs_norm_clip", clip, "> 0 or None")
+
+    @property
+    def seed(self) -> int:
+        """This rank's seed: ``options.seed`` itself on rank 0 (see ``distributed.rank_seed``)."""
+        # Imported here: a spawn child imports this module before its first line, so it stays light.
+        from unilab_lit.distributed import rank_seed
+
+        return rank_seed(self.options.seed, self.rank)

@@ -18,13 +18,13 @@ so on x86-64 (total store order) a reader that sees a counter also sees what it 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmHandle
+from unilab_lit.validation import check_arg
 
 NUM_SLOTS = 2
 
@@ -73,7 +73,7 @@ class LockstepLinkHandle:
         return LockstepLink(self.sample_count, self.width, _attach=self.block)
 
 
-class LockstepLink:
+class LockstepLink(SharedStructure):
     """Step releases and pack requests between an off-policy learner and its collector.
 
     Args:
@@ -85,16 +85,11 @@ class LockstepLink:
     """
 
     def __init__(self, sample_count: int, width: int, _attach: ShmHandle | None = None) -> None:
-        if sample_count <= 0 or width <= 0:
-            raise ValueError(f"sample_count and width must be > 0, got {sample_count}, {width}")
+        check_arg(sample_count > 0, "sample_count", sample_count, "> 0")
+        check_arg(width > 0, "width", width, "> 0")
         self.sample_count = int(sample_count)
         self.width = int(width)
-        layout = _layout(self.sample_count, self.width)
-        if _attach is None:
-            self._block = ShmBlock.create(layout.nbytes, "lockstep")
-        else:
-            self._block = ShmBlock.attach(_attach)
-        views = layout.views(self._block)
+        views = self._map(_layout(self.sample_count, self.width), "lockstep", _attach)
         self._counters = views["counters"]
         self._indices = views["indices"]
         self._slots = views["slots"]
@@ -108,17 +103,9 @@ class LockstepLink:
         """Picklable handle a spawn child uses to attach."""
         return LockstepLinkHandle(self._block.handle, self.sample_count, self.width)
 
-    def __reduce__(self) -> tuple[Callable[..., LockstepLink], tuple[LockstepLinkHandle]]:
-        # Pickling sends the handle: the receiving process attaches and never owns.
-        return LockstepLinkHandle.attach, (self.handle(),)
-
     def slot(self, index: int) -> torch.Tensor:
         """Host slot ``index`` (0 or 1), ``[sample_count, width]``, shared memory."""
         return self._slots[index]
-
-    def unlink(self) -> None:
-        """Remove the block from /dev/shm (owner only; idempotent)."""
-        self._block.unlink()
 
     # ---- learner side -------------------------------------------------------------------------
     @property
@@ -171,8 +158,7 @@ class LockstepLink:
                 f"request_pack(tick={tick}) while the pack for tick "
                 f"{int(self._counters[_REQ_TICK])} is still pending"
             )
-        if slot not in range(NUM_SLOTS):
-            raise ValueError(f"slot must be 0 or 1, got {slot}")
+        check_arg(slot in range(NUM_SLOTS), "slot", slot, "0 or 1")
         if (seed is None) == (indices is None):
             raise ValueError("request_pack needs exactly one of seed= and indices=")
         if indices is not None:

@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from unilab_lit import tracing
 from unilab_lit.collector import snapshot
+from unilab_lit.collector.channel import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.control import (
     STEPPING,
     WAITING_FOR_LEARNER,
     WAITING_FOR_WEIGHTS,
     ControlBlock,
 )
-from unilab_lit.collector.metrics import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.writer import Transition, Writer
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.nn.normalization import normalize
+from unilab_lit.telemetry import tracing
 
 if TYPE_CHECKING:
     from torch import nn
@@ -366,14 +366,15 @@ def build_loop(
     config: CollectorConfig, control: ControlBlock, metrics: MetricsChannel
 ) -> CollectorLoop:
     """Build policy, env, receivers and writer in the collector process."""
-    torch.manual_seed(config.seed)
+    options, seed = config.options, config.seed
+    torch.manual_seed(seed)
     policy = config.policy.build().eval()
     env = make_env(
-        config.task,
-        config.num_envs,
-        seed=config.seed,
-        num_threads=config.physics_threads,
-        **config.env_kwargs,
+        options.task,
+        options.num_envs,
+        seed=seed,
+        num_threads=options.physics_threads,
+        **options.task_kwargs,
     )
     try:
         writer = config.writer.build(env.spec)

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import torch
 
-from unilab_lit import tracing
 from unilab_lit.collector.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
 from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.ipc.replay import ReplayStorage, ReplayStorageHandle, replay_columns
+from unilab_lit.ipc.replay_storage import ReplayStorage, ReplayStorageHandle, replay_columns
+from unilab_lit.telemetry import tracing
+from unilab_lit.validation import check_arg
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +72,7 @@ class OffPolicyWriter:
         env_steps_per_sync: int,
         env_spec: EnvSpec,
     ) -> None:
-        if env_steps_per_sync < 1:
-            raise ValueError(f"env_steps_per_sync must be >= 1, got {env_steps_per_sync}")
+        check_arg(env_steps_per_sync >= 1, "env_steps_per_sync", env_steps_per_sync, ">= 1")
         expected = replay_columns(
             env_spec.obs_sizes[POLICY], env_spec.obs_sizes[CRITIC], env_spec.action_size
         )

@@ -15,8 +15,9 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from unilab_lit.collector import _entry, prestart
+from unilab_lit.collector.channel import MetricsChannel
 from unilab_lit.collector.control import FAILED, READY, STOPPED, ControlBlock
-from unilab_lit.collector.metrics import MetricsChannel
+from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
     from unilab_lit.collector.config import CollectorConfig
@@ -89,8 +90,7 @@ class CollectorProcess:
         metrics_capacity: int = prestart.METRICS_CAPACITY,
         metrics_slot_bytes: int = prestart.METRICS_SLOT_BYTES,
     ) -> None:
-        if join_timeout_s <= 0:
-            raise ValueError(f"join_timeout_s must be > 0, got {join_timeout_s}")
+        check_arg(join_timeout_s > 0, "join_timeout_s", join_timeout_s, "> 0")
         self.config = config
         self.join_timeout_s = join_timeout_s
         self._ctx = mp.get_context("spawn")
@@ -221,10 +221,10 @@ class CollectorProcess:
         self._raise_if_failed_or_dead()
         if self.control.state == READY:
             stalled = self.control.seconds_since_heartbeat()
-            if stalled > self.config.stall_timeout_s:
+            if stalled > self.config.options.stall_timeout_s:
                 raise CollectorError(
                     f"collector (pid {self.pid}) made no progress for {stalled:.1f} s "
-                    f"(stall_timeout_s={self.config.stall_timeout_s}); it is alive but stuck "
+                    f"(stall_timeout_s={self.config.options.stall_timeout_s}); it is alive but stuck "
                     f"while {self.control.phase_name}"
                 )
 

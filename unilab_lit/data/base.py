@@ -9,19 +9,19 @@ from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import distributed
+from unilab_lit.collector.link import CollectorLink
+from unilab_lit.collector.memory_plan import check_memory_plan
+from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.session import CollectorSession
+from unilab_lit.collector.threads import limit_learner_threads
+from unilab_lit.collector.transport import Transport
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
-from unilab_lit.data.link import CollectorLink
-from unilab_lit.data.memory_plan import check_memory_plan
-from unilab_lit.data.model_check import require_dataloader_iter
-from unilab_lit.data.options import CollectorOptions
-from unilab_lit.data.session import CollectorSession
-from unilab_lit.data.threads import limit_learner_threads
-from unilab_lit.data.transport import Transport
 from unilab_lit.envs import make_env
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners
@@ -64,6 +64,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.save_hyperparameters(logger=False)
         self.collector = collector
         self._session: CollectorSession | None = None
+        self._transport: Transport | None = None  # this fit's, planned once
         self._feed = FeedStats()
         self._collector_state: dict[str, Any] | None = None  # what the next session restores
         _ = self.env_spec  # an unknown task or bad task_kwargs fail here, before anything starts
@@ -95,7 +96,7 @@ class CollectorDataModule(LightningDataModule, ABC):
                 f"{type(self).__name__} runs no collector now: setup('fit') starts it and "
                 "teardown stops it"
             )
-        return self._session
+        return self._session.link
 
     @property
     def feed(self) -> FeedStats:
@@ -113,13 +114,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         # Lightning calls this before the loggers create the run directory: a plan that does not
         # fit refuses with nothing written. Leftovers of hard-killed runs hold RAM: reclaim first.
         reclaim_dead_owners()
-        model = self.trainer.lightning_module
-        check_memory_plan(
-            flat_size(model.collector_policy()),
-            self.env_spec.obs_sizes[POLICY],
-            self._make_transport(model),
-            self.device,
-        )
+        self._planned_transport(self.trainer.lightning_module)
 
     @override
     def setup(self, stage: str) -> None:
@@ -159,11 +154,31 @@ class CollectorDataModule(LightningDataModule, ABC):
     def _make_transport(self, model: LightningModule) -> Transport:
         """The data blocks of this module's collector, sized for ``model``."""
 
+    def _planned_transport(self, model: LightningModule) -> Transport:
+        """This fit's transport, built and checked against the memory budget once per fit.
+
+        ``prepare_data`` plans it on each node's first rank, before anything is written; the
+        other DDP ranks plan it in ``setup``.
+
+        Raises:
+            MemoryBudgetError: the plan does not fit.
+        """
+        if self._transport is None:
+            transport = self._make_transport(model)
+            check_memory_plan(
+                flat_size(model.collector_policy()),
+                self.env_spec.obs_sizes[POLICY],
+                transport,
+                self.device,
+            )
+            self._transport = transport
+        return self._transport
+
     def _attach_feed(self, feed: FeedStats) -> None:
         """Read the counters from ``feed`` from now on (a new data set, or restored ones)."""
         self._feed = feed
         if self._session is not None:
-            self._session.attach_feed(feed)
+            self._session.link.feed = feed
 
     def _item_loader(self, dataset: FeedingDataset) -> DataLoader:
         """The loader of ``dataset``, whose items are whole batches; its counters are read from now on."""
@@ -171,22 +186,41 @@ class CollectorDataModule(LightningDataModule, ABC):
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _start_collector(self, model: LightningModule) -> None:
-        require_dataloader_iter(model, type(self).__name__)
+        self._require_dataloader_iter(model)
         limit_learner_threads(self.collector, distributed.ranks_per_node(self.trainer))
         session = CollectorSession(
-            self.collector, self.env_spec.obs_sizes[POLICY], self._make_transport(model), self._feed
+            self.collector,
+            self.env_spec.obs_sizes[POLICY],
+            self._planned_transport(model),
+            self._feed,
         )
         session.start(
             model.collector_policy(),
             model.collector_policy_spec(),
             model.obs_normalizer,
-            self.device,
             restore=self._collector_state,
         )
         self._collector_state = None
         self._session = session
 
+    def _require_dataloader_iter(self, model: LightningModule) -> None:
+        """Refuse a model whose ``training_step`` does not take ``dataloader_iter``.
+
+        Lightning's default loop fetches a batch before ``on_train_start`` (the collector waits
+        for that first weights publish: a deadlock until ``data_timeout_s``) and one batch ahead
+        after it (a replay item's device slot is refilled by the next fetch).
+
+        Raises:
+            ValueError: naming the model and the data module.
+        """
+        if not is_param_in_hook_signature(model.training_step, "dataloader_iter", explicit=True):
+            raise ValueError(
+                f"{type(model).__name__}.training_step must take `dataloader_iter` to train "
+                f"from {type(self).__name__}: the default loop fetches one batch ahead"
+            )
+
     def _stop_collector(self) -> None:
         if self._session is not None:
             self._session.stop()
             self._session = None
+        self._transport = None

@@ -11,10 +11,10 @@ import time
 import numpy as np
 import torch
 
-from unilab_lit import tracing
 from unilab_lit.collector.lockstep import NUM_SLOTS, LockstepLink
 from unilab_lit.collector.process import CollectorProcess
-from unilab_lit.ipc.replay import ReplayStorage
+from unilab_lit.ipc.replay_storage import ReplayStorage
+from unilab_lit.telemetry import tracing
 
 log = logging.getLogger(__name__)
 

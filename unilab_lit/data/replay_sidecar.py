@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from unilab_lit.ipc.replay import ReplayStorage
+from unilab_lit.ipc.replay_storage import ReplayStorage
 
 _MAGIC = "unilab_lit-replay-v1"
 # Rows per write/read call: large enough for full disk bandwidth, small next to any buffer.

@@ -13,17 +13,17 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
-from unilab_lit import tracing
 from unilab_lit.collector.appo_writer import AppoWriterSpec
+from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.rollout_gate import RolloutGate
+from unilab_lit.collector.transport import Transport, unlink_blocks
 from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
-from unilab_lit.data.options import CollectorOptions
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
-from unilab_lit.data.transport import Transport, unlink_blocks
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
+from unilab_lit.telemetry import tracing
 
 # Ring fields stored once per rollout and env ([N, ...]) rather than per step ([T, N, ...]).
 _PER_ENV = ("last_critic_obs",)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from unilab_lit.validation import check_arg
+
 if TYPE_CHECKING:
     from unilab_lit.envs.base import BatchedMujocoEnv
 
@@ -35,10 +37,12 @@ def register_task(name: str, cls: type | str) -> None:
     Raises:
         ValueError: If ``name`` is empty, uses the ``"gym:"`` prefix or is taken by another class.
     """
-    if not name or name.startswith(GYM_PREFIX):
-        raise ValueError(
-            f"register_task: name must be non-empty and not start with {GYM_PREFIX!r}, got {name!r}"
-        )
+    check_arg(
+        bool(name) and not name.startswith(GYM_PREFIX),
+        "register_task: name",
+        name,
+        f"non-empty and not start with {GYM_PREFIX!r}",
+    )
     existing = _REGISTRY.get(name)
     if existing is not None and existing is not cls and _resolve(name) is not cls:
         raise ValueError(f"register_task: {name!r} is already registered to {existing!r}")

@@ -15,7 +15,8 @@ from mujoco import batch as mj_batch
 from unilab_lit.envs.episodes import EpisodeTotals, columns
 from unilab_lit.envs.render import CachedFrameRenderer
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.log_limits import RateLimitFilter
+from unilab_lit.telemetry.log_limits import RateLimitFilter
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 # An env (or a learner) that keeps failing would print one line per step; counters keep the total.
@@ -80,14 +81,10 @@ class BatchedMujocoEnv(ABC):
         action_high: np.ndarray | None = None,
     ) -> None:
         name = type(self).__name__
-        if num_envs < 1:
-            raise ValueError(f"{name}: num_envs must be >= 1, got {num_envs}")
-        if frame_skip < 1:
-            raise ValueError(f"{name}: frame_skip must be >= 1, got {frame_skip}")
-        if max_episode_steps < 1:
-            raise ValueError(f"{name}: max_episode_steps must be >= 1, got {max_episode_steps}")
-        if num_threads < 1:
-            raise ValueError(f"{name}: num_threads must be >= 1, got {num_threads}")
+        check_arg(num_envs >= 1, f"{name}: num_envs", num_envs, ">= 1")
+        check_arg(frame_skip >= 1, f"{name}: frame_skip", frame_skip, ">= 1")
+        check_arg(max_episode_steps >= 1, f"{name}: max_episode_steps", max_episode_steps, ">= 1")
+        check_arg(num_threads >= 1, f"{name}: num_threads", num_threads, ">= 1")
         missing = {POLICY, CRITIC} - set(obs_sizes)
         if missing:
             raise ValueError(

@@ -9,6 +9,7 @@ import numpy as np
 
 from unilab_lit.envs.base import BatchedMujocoEnv, Obs
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.validation import check_arg
 
 # value_at_margin 0.1 of a Gaussian tolerance: exp(-0.5 * (d * scale)^2) = 0.1 at d = 1.
 _GAUSSIAN_SCALE = float(np.sqrt(-2.0 * np.log(0.1)))
@@ -54,10 +55,9 @@ class CartpoleSwingup(BatchedMujocoEnv):
         max_episode_steps: int = 500,
         reset_noise_scale: float = 0.01,
     ) -> None:
-        if reset_noise_scale < 0:
-            raise ValueError(
-                f"CartpoleSwingup: reset_noise_scale must be >= 0, got {reset_noise_scale}"
-            )
+        check_arg(
+            reset_noise_scale >= 0, "CartpoleSwingup: reset_noise_scale", reset_noise_scale, ">= 0"
+        )
         xml = resources.files("unilab_lit.envs").joinpath("assets", "cartpole.xml")
         with resources.as_file(xml) as path:
             model = mujoco.MjModel.from_xml_path(str(path))

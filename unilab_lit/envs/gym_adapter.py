@@ -16,7 +16,8 @@ from gymnasium.vector.utils import iterate
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.episodes import EpisodeTotals
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
-from unilab_lit.log_limits import RateLimitFilter
+from unilab_lit.telemetry.log_limits import RateLimitFilter
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 # An env (or a learner) that keeps failing would print one line per step; counters keep the total.
@@ -81,15 +82,16 @@ class GymnasiumVectorAdapter:
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         name = type(self).__name__
-        if num_threads < 1:
-            raise ValueError(f"{name}: num_threads must be >= 1, got {num_threads}")
-        if max_episode_steps is not None and max_episode_steps < 1:
-            raise ValueError(f"{name}: max_episode_steps must be >= 1, got {max_episode_steps}")
-        if control_dt is not None and control_dt <= 0:
-            raise ValueError(f"{name}: control_dt must be > 0, got {control_dt}")
+        check_arg(num_threads >= 1, f"{name}: num_threads", num_threads, ">= 1")
+        check_arg(
+            max_episode_steps is None or max_episode_steps >= 1,
+            f"{name}: max_episode_steps",
+            max_episode_steps,
+            ">= 1",
+        )
+        check_arg(control_dt is None or control_dt > 0, f"{name}: control_dt", control_dt, "> 0")
         if isinstance(env, str):
-            if num_envs is None or num_envs < 1:
-                raise ValueError(f"{name}: num_envs must be >= 1, got {num_envs}")
+            check_arg(num_envs is not None and num_envs >= 1, f"{name}: num_envs", num_envs, ">= 1")
             make = partial(
                 gymnasium.make, env, max_episode_steps=max_episode_steps, **(env_kwargs or {})
             )
@@ -106,11 +108,12 @@ class GymnasiumVectorAdapter:
         self._autoreset = AutoresetMode(env.metadata.get("autoreset_mode", "NextStep"))
 
         action_space = env.single_action_space
-        if not isinstance(action_space, spaces.Box):
-            raise ValueError(
-                f"{name}: the action space must be a gymnasium.spaces.Box (continuous actions), "
-                f"got {action_space}"
-            )
+        check_arg(
+            isinstance(action_space, spaces.Box),
+            f"{name}: the action space",
+            action_space,
+            "a gymnasium.spaces.Box (continuous actions)",
+        )
         self._action_shape = (env.num_envs, *action_space.shape)
         self._action_dtype = action_space.dtype
         self._obs_space = env.single_observation_space

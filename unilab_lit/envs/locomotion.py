@@ -18,6 +18,7 @@ import numpy as np
 from unilab_lit.envs.base import BatchedMujocoEnv, Obs
 from unilab_lit.envs.contact_forces import LastStageContactForces
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.validation import check_arg
 
 
 def gymnasium_asset(file_name: str) -> Path:
@@ -57,10 +58,12 @@ class _GymnasiumLocomotion(BatchedMujocoEnv):
         forward_reward_weight: float,
         ctrl_cost_weight: float,
     ) -> None:
-        if reset_noise_scale < 0:
-            raise ValueError(
-                f"{type(self).__name__}: reset_noise_scale must be >= 0, got {reset_noise_scale}"
-            )
+        check_arg(
+            reset_noise_scale >= 0,
+            f"{type(self).__name__}: reset_noise_scale",
+            reset_noise_scale,
+            ">= 0",
+        )
         self._xml_path = gymnasium_asset(xml_file)
         model = mujoco.MjModel.from_xml_path(str(self._xml_path))
         super().__init__(

@@ -11,6 +11,7 @@ import numpy as np
 
 from unilab_lit.envs.base import BatchedMujocoEnv, Obs
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.validation import check_arg
 
 NUM_JOINTS = 12
 # Free-joint layout: qpos = [xyz, quat(wxyz), joints], qvel = [world linear, body angular, joints].
@@ -116,12 +117,13 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         max_tilt_deg: float = 60.0,
     ) -> None:
         name = type(self).__name__
-        if action_scale <= 0:
-            raise ValueError(f"{name}: action_scale must be > 0, got {action_scale}")
-        if command_resample_steps < 1:
-            raise ValueError(
-                f"{name}: command_resample_steps must be >= 1, got {command_resample_steps}"
-            )
+        check_arg(action_scale > 0, f"{name}: action_scale", action_scale, "> 0")
+        check_arg(
+            command_resample_steps >= 1,
+            f"{name}: command_resample_steps",
+            command_resample_steps,
+            ">= 1",
+        )
         ranges = {
             "lin_vel_x_range": lin_vel_x_range,
             "lin_vel_y_range": lin_vel_y_range,
@@ -130,18 +132,15 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         for arg, (low, high) in ranges.items():
             if not low <= high:
                 raise ValueError(f"{name}: {arg} must have low <= high, got {(low, high)}")
-        if tracking_sigma <= 0:
-            raise ValueError(f"{name}: tracking_sigma must be > 0, got {tracking_sigma}")
+        check_arg(tracking_sigma > 0, f"{name}: tracking_sigma", tracking_sigma, "> 0")
         unknown = set(reward_weights or {}) - set(DEFAULT_REWARD_WEIGHTS)
         if unknown:
             raise ValueError(
                 f"{name}: reward_weights names unknown terms {sorted(unknown)}; "
                 f"valid terms: {list(DEFAULT_REWARD_WEIGHTS)}"
             )
-        if reset_joint_noise < 0:
-            raise ValueError(f"{name}: reset_joint_noise must be >= 0, got {reset_joint_noise}")
-        if not 0 < max_tilt_deg <= 180:
-            raise ValueError(f"{name}: max_tilt_deg must be in (0, 180], got {max_tilt_deg}")
+        check_arg(reset_joint_noise >= 0, f"{name}: reset_joint_noise", reset_joint_noise, ">= 0")
+        check_arg(0 < max_tilt_deg <= 180, f"{name}: max_tilt_deg", max_tilt_deg, "in (0, 180]")
 
         xml = resources.files("unilab_lit.envs").joinpath("assets", "quadruped.xml")
         with resources.as_file(xml) as path:

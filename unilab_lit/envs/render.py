@@ -10,6 +10,8 @@ import mujoco
 import numpy as np
 from mujoco import batch as mj_batch
 
+from unilab_lit.validation import check_arg
+
 
 class BatchFrameRenderer:
     """Renders chosen simulations of a batch with MuJoCo's offscreen renderer.
@@ -40,8 +42,8 @@ class BatchFrameRenderer:
         height: int,
         camera: str | None = None,
     ) -> None:
-        if width < 1 or height < 1:
-            raise ValueError(f"frame size must be positive, got width={width}, height={height}")
+        check_arg(width >= 1, "width", width, ">= 1")
+        check_arg(height >= 1, "height", height, ">= 1")
         # A copy, so that raising the offscreen buffer to the frame size leaves the env's model alone.
         self._model = copy.copy(model)
         self._model.vis.global_.offwidth = max(self._model.vis.global_.offwidth, width)

@@ -9,8 +9,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from unilab_lit import metrics
 from unilab_lit.envs.base import BatchedMujocoEnv
+from unilab_lit.telemetry import metrics
 
 _REWARD_PREFIX = "reward/"
 

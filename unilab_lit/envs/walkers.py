@@ -8,6 +8,7 @@ import numpy as np
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.locomotion import _HealthyLocomotion, gymnasium_asset
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.validation import check_arg
 
 
 class Ant(_HealthyLocomotion):
@@ -56,10 +57,12 @@ class Ant(_HealthyLocomotion):
         frame_skip: int = 5,
         max_episode_steps: int = 1000,
     ) -> None:
-        if contact_force_range[0] > contact_force_range[1]:
-            raise ValueError(
-                f"Ant: contact_force_range must be (low, high), got {contact_force_range}"
-            )
+        check_arg(
+            contact_force_range[0] <= contact_force_range[1],
+            "Ant: contact_force_range",
+            contact_force_range,
+            "(low, high)",
+        )
         sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("ant.xml")))
         contact_size = 6 * (sizes.nbody - 1) if include_cfrc_ext_in_observation else 0
         super().__init__(
@@ -182,8 +185,7 @@ class Humanoid(_HealthyLocomotion):
             ("contact_cost_range", contact_cost_range),
             ("healthy_z_range", healthy_z_range),
         ):
-            if low > high:
-                raise ValueError(f"Humanoid: {name} must be (low, high), got {(low, high)}")
+            check_arg(low <= high, f"Humanoid: {name}", (low, high), "(low, high)")
         sizes = mujoco.MjModel.from_xml_path(str(gymnasium_asset("humanoid.xml")))
         bodies = sizes.nbody - 1
         self._parts = {

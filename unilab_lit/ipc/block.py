@@ -5,14 +5,18 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import platform
 import secrets
 import weakref
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from unilab_lit.ipc import ownership
+from unilab_lit.validation import check_arg
 
 SHM_DIR = "/dev/shm"
 # Every segment we create starts with this prefix, then the creator's pid, so a test or an
@@ -21,6 +25,31 @@ SHM_PREFIX = "unilab_lit_"
 # Views start on cache-line boundaries: keeps every dtype aligned and keeps the seqlock
 # stamps off the cache lines the data copies touch.
 ALIGNMENT = 64
+
+
+# The seqlocks and rings publish with plain stores and read with plain loads: correct where the
+# CPU keeps stores (and loads) in program order, as x86 does; weakly ordered CPUs (aarch64,
+# POWER, RISC-V) would need barriers that numpy/torch stores do not issue.
+_STRONGLY_ORDERED_CPUS = ("x86_64", "amd64", "i386", "i686")
+
+
+class UnsupportedCPUError(RuntimeError):
+    """This CPU's memory model is too weak for the shared-memory protocols; one line."""
+
+
+def check_memory_ordering(machine: str | None = None) -> None:
+    """Refuse a CPU whose memory ordering the seqlocks and rings do not handle.
+
+    Raises:
+        UnsupportedCPUError: on any CPU other than x86 / x86-64 (``machine`` defaults to
+            ``platform.machine()``).
+    """
+    machine = platform.machine() if machine is None else machine
+    if machine.lower() not in _STRONGLY_ORDERED_CPUS:
+        raise UnsupportedCPUError(
+            f"unilab_lit's shared-memory transport supports x86-64 CPUs only (it relies on "
+            f"x86's store ordering); this CPU is {machine!r}"
+        )
 
 
 def _aligned(nbytes: int) -> int:
@@ -65,8 +94,9 @@ class BlockLayout:
         if key in self._entries:
             raise ValueError(f"layout key {key!r} is used twice")
         shape = tuple(int(d) for d in shape)
-        if any(d < 0 for d in shape):
-            raise ValueError(f"layout key {key!r}: shape must be non-negative, got {shape}")
+        check_arg(
+            not any(d < 0 for d in shape), f"layout key {key!r}: shape", shape, "non-negative"
+        )
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         self._entries[key] = (self._nbytes, shape, dtype)
         self._nbytes += _aligned(nbytes)
@@ -102,9 +132,12 @@ class ShmBlock:
     """
 
     def __init__(self, name: str, nbytes: int, mapping: mmap.mmap, owner: bool) -> None:
-        self._name = name
-        self._nbytes = nbytes
-        self._owner = owner
+        self.name = name
+        """Segment name (without the /dev/shm directory)."""
+        self.nbytes = nbytes
+        """Size in bytes."""
+        self.is_owner = owner
+        """Whether this process created the block (and is the one that unlinks it)."""
         self._bytes: torch.Tensor | None = torch.frombuffer(mapping, dtype=torch.uint8)
 
     @classmethod
@@ -116,12 +149,13 @@ class ShmBlock:
             tag: short label that becomes part of the segment name (e.g. ``"weights"``).
 
         Raises:
+            UnsupportedCPUError: on a weakly ordered CPU (see :func:`check_memory_ordering`).
             ValueError: ``nbytes`` is not positive.
             OSError: /dev/shm cannot hold the block (the space is reserved up front, so a
                 full /dev/shm fails here rather than with SIGBUS on a later write).
         """
-        if nbytes <= 0:
-            raise ValueError(f"nbytes must be > 0, got {nbytes}")
+        check_memory_ordering()
+        check_arg(nbytes > 0, "nbytes", nbytes, "> 0")
         name = segment_name(tag)
         path = os.path.join(SHM_DIR, name)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
@@ -165,35 +199,20 @@ class ShmBlock:
         return cls(handle.name, handle.nbytes, mapping, owner=False)
 
     @property
-    def name(self) -> str:
-        """Segment name (without the /dev/shm directory)."""
-        return self._name
-
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes."""
-        return self._nbytes
-
-    @property
-    def is_owner(self) -> bool:
-        """Whether this process created the block (and is the one that unlinks it)."""
-        return self._owner
-
-    @property
     def handle(self) -> ShmHandle:
         """Picklable handle another process passes to :meth:`attach`."""
-        return ShmHandle(self._name, self._nbytes)
+        return ShmHandle(self.name, self.nbytes)
 
     def view(self, offset: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """A tensor of ``shape`` and ``dtype`` over the bytes starting at ``offset`` (zero-copy)."""
         if self._bytes is None:
-            raise RuntimeError(f"block {self._name} is closed in this process")
+            raise RuntimeError(f"block {self.name} is closed in this process")
         numel = math.prod(shape)
         itemsize = torch.empty((), dtype=dtype).element_size()
-        if offset % itemsize or offset < 0 or offset + numel * itemsize > self._nbytes:
+        if offset % itemsize or offset < 0 or offset + numel * itemsize > self.nbytes:
             raise ValueError(
-                f"view of {numel}×{dtype} at offset {offset} does not fit block {self._name} "
-                f"of {self._nbytes} bytes (or is misaligned)"
+                f"view of {numel}×{dtype} at offset {offset} does not fit block {self.name} "
+                f"of {self.nbytes} bytes (or is misaligned)"
             )
         return self._bytes[offset : offset + numel * itemsize].view(dtype).view(tuple(shape))
 
@@ -203,13 +222,45 @@ class ShmBlock:
         Memory stays mapped in every process that still holds views; it is freed when the
         last mapping goes away.
         """
-        if self._owner:
-            ownership.unlink(self._name)
+        if self.is_owner:
+            ownership.unlink(self.name)
 
     def close(self) -> None:
         """Drop this object's reference to the mapping (views handed out stay valid)."""
         self._bytes = None
 
     def __repr__(self) -> str:
-        role = "owner" if self._owner else "attached"
-        return f"ShmBlock({self._name!r}, nbytes={self._nbytes}, {role})"
+        role = "owner" if self.is_owner else "attached"
+        return f"ShmBlock({self.name!r}, nbytes={self.nbytes}, {role})"
+
+
+class SharedStructure(ABC):
+    """Base of the structures laid out in one :class:`ShmBlock`: create or attach, pickle, unlink.
+
+    The owner creates the block (no handle); another process attaches through the subclass's
+    :meth:`handle`. Pickling an instance sends that handle, so the receiving process attaches
+    and never owns.
+    """
+
+    _block: ShmBlock
+
+    def _map(
+        self, layout: BlockLayout, tag: str, attach: ShmHandle | None
+    ) -> dict[str, torch.Tensor]:
+        """Create the block for ``layout`` (``attach`` is ``None``) or attach to it; its views."""
+        self._block = (
+            ShmBlock.create(layout.nbytes, tag) if attach is None else ShmBlock.attach(attach)
+        )
+        return layout.views(self._block)
+
+    @abstractmethod
+    def handle(self) -> Any:
+        """Picklable handle (with an ``attach()`` method) a spawn child uses to attach."""
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any]]:
+        handle = self.handle()
+        return type(handle).attach, (handle,)
+
+    def unlink(self) -> None:
+        """Remove the block from /dev/shm (owner only; idempotent)."""
+        self._block.unlink()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
-from unilab_lit.ipc.versioned import VersionedBuffer, VersionedBufferHandle
+from unilab_lit.ipc.versioned import VersionedBuffer, VersionedBufferHandle, VersionedRecord
+from unilab_lit.validation import check_arg
 
 
 class ObsStatsSnapshot(NamedTuple):
@@ -32,7 +32,7 @@ class SharedObsStatsHandle:
         return SharedObsStats((self.buffer.numel - 1) // 2, _attach=self.buffer)
 
 
-class SharedObsStats:
+class SharedObsStats(VersionedRecord):
     """Mean, variance and count of one observation group, with a version.
 
     Stored in float64 as ``[mean (size), var (size), count]`` in a double-buffered seqlock
@@ -47,13 +47,9 @@ class SharedObsStats:
     """
 
     def __init__(self, size: int, _attach: VersionedBufferHandle | None = None) -> None:
-        if size <= 0:
-            raise ValueError(f"size must be > 0, got {size}")
+        check_arg(size > 0, "size", size, "> 0")
         self._size = int(size)
-        if _attach is None:
-            self._buffer = VersionedBuffer(2 * self._size + 1, torch.float64, tag="obs_stats")
-        else:
-            self._buffer = _attach.attach()
+        self._open(2 * self._size + 1, torch.float64, "obs_stats", _attach)
 
     @staticmethod
     def required_bytes(size: int) -> int:
@@ -65,23 +61,9 @@ class SharedObsStats:
         """Observation dimension."""
         return self._size
 
-    @property
-    def version(self) -> int:
-        """Newest published version, or ``NOT_PUBLISHED``."""
-        return self._buffer.version
-
-    @property
-    def retries(self) -> int:
-        """Reads in this process restarted because a publish overwrote the source mid-copy."""
-        return self._buffer.retries
-
     def handle(self) -> SharedObsStatsHandle:
         """Picklable handle a spawn child uses to attach."""
         return SharedObsStatsHandle(self._buffer.handle())
-
-    def __reduce__(self) -> tuple[Callable[..., SharedObsStats], tuple[SharedObsStatsHandle]]:
-        # Pickling sends the handle: the receiving process attaches and never owns.
-        return SharedObsStatsHandle.attach, (self.handle(),)
 
     def publish(
         self,
@@ -147,7 +129,3 @@ class SharedObsStats:
 
         with torch.no_grad():
             return self._buffer.read_if_newer(last_version, read)
-
-    def unlink(self) -> None:
-        """Remove the block from /dev/shm (owner only; idempotent)."""
-        self._buffer.unlink()

@@ -14,13 +14,14 @@ Ordering relies on x86-64 total store order, as in ``versioned.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmHandle
+from unilab_lit.validation import check_arg
 
 FieldSpec = Mapping[str, tuple[tuple[int, ...], torch.dtype]]
 """Per-slot fields: name -> (shape of one slot's tensor, dtype)."""
@@ -85,7 +86,7 @@ class RolloutRingHandle:
         return RolloutRing(self.num_slots, self.fields, _attach=self.block)
 
 
-class RolloutRing:
+class RolloutRing(SharedStructure):
     """``num_slots`` slots, each holding one whole rollout, with monotone write/read counters.
 
     The writer (collector) fills a slot in place (``begin_write`` → views →
@@ -102,20 +103,14 @@ class RolloutRing:
     """
 
     def __init__(self, num_slots: int, fields: FieldSpec, _attach: ShmHandle | None = None) -> None:
-        if num_slots < 2:
-            raise ValueError(f"num_slots must be >= 2, got {num_slots}")
+        check_arg(num_slots >= 2, "num_slots", num_slots, ">= 2")
         if not fields:
             raise ValueError("fields must name at least one per-slot field")
         self._num_slots = int(num_slots)
         self._fields = {name: (tuple(shape), dtype) for name, (shape, dtype) in fields.items()}
-        layout = _layout(self._num_slots, self._fields)
+        views = self._map(_layout(self._num_slots, self._fields), "ring", _attach)
         if _attach is None:
-            self._block = ShmBlock.create(layout.nbytes, "ring")
-            views = layout.views(self._block)
             views["stamps"].fill_(WRITING)
-        else:
-            self._block = ShmBlock.attach(_attach)
-            views = layout.views(self._block)
         # Control words through numpy: cheap scalar access, still one aligned 8-byte load/store.
         self._header = views["header"].numpy()
         self._stamps = views["stamps"].numpy()
@@ -159,10 +154,6 @@ class RolloutRing:
     def handle(self) -> RolloutRingHandle:
         """Picklable handle a spawn child uses to attach."""
         return RolloutRingHandle(self._block.handle, self._num_slots, self.fields)
-
-    def __reduce__(self) -> tuple[Callable[..., RolloutRing], tuple[RolloutRingHandle]]:
-        # Pickling sends the handle: the receiving process attaches and never owns.
-        return RolloutRingHandle.attach, (self.handle(),)
 
     # Writer side -------------------------------------------------------------------------
 
@@ -247,10 +238,6 @@ class RolloutRing:
                 break
             items.append((read, dest))
         return items
-
-    def unlink(self) -> None:
-        """Remove the block from /dev/shm (owner only; idempotent)."""
-        self._block.unlink()
 
     def _consume(self, read_count: int, dropped: int) -> None:
         if dropped:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmBlock, ShmHandle
+from unilab_lit.validation import check_arg
 
 NOT_PUBLISHED = -1
 """Version reported before the first publish; readers start from it."""
@@ -47,7 +48,7 @@ class VersionedBufferHandle:
         return VersionedBuffer(self.numel, self.dtype, _attach=self.block)
 
 
-class VersionedBuffer:
+class VersionedBuffer(SharedStructure):
     """Double-buffered, seqlock-stamped flat array with a monotone version.
 
     Args:
@@ -66,18 +67,13 @@ class VersionedBuffer:
         tag: str = "versioned",
         _attach: ShmHandle | None = None,
     ) -> None:
-        if numel <= 0:
-            raise ValueError(f"numel must be > 0, got {numel}")
-        self._numel = int(numel)
+        check_arg(numel > 0, "numel", numel, "> 0")
+        self.numel = int(numel)
+        """Elements per version."""
         self._dtype = dtype
-        layout = _layout(self._numel, dtype)
+        views = self._map(_layout(self.numel, dtype), tag, _attach)
         if _attach is None:
-            self._block = ShmBlock.create(layout.nbytes, tag)
-            views = layout.views(self._block)
             views["stamps"].fill_(NOT_PUBLISHED)
-        else:
-            self._block = ShmBlock.attach(_attach)
-            views = layout.views(self._block)
         # Control words go through numpy: a scalar load/store there costs ~0.1 µs against
         # several µs for torch indexing, and it is still one aligned 8-byte access.
         self._stamps = views["stamps"].numpy()
@@ -91,11 +87,6 @@ class VersionedBuffer:
         return _layout(numel, dtype).nbytes
 
     @property
-    def numel(self) -> int:
-        """Elements per version."""
-        return self._numel
-
-    @property
     def block(self) -> ShmBlock:
         """The underlying shared-memory block."""
         return self._block
@@ -107,11 +98,7 @@ class VersionedBuffer:
 
     def handle(self) -> VersionedBufferHandle:
         """Picklable handle a spawn child uses to attach."""
-        return VersionedBufferHandle(self._block.handle, self._numel, self._dtype)
-
-    def __reduce__(self) -> tuple[Callable[..., VersionedBuffer], tuple[VersionedBufferHandle]]:
-        # Pickling sends the handle: the receiving process attaches and never owns.
-        return VersionedBufferHandle.attach, (self.handle(),)
+        return VersionedBufferHandle(self._block.handle, self.numel, self._dtype)
 
     def publish(self, fill: Callable[[torch.Tensor], None], version: int | None = None) -> int:
         """Publish a new version whose contents ``fill`` writes into the given flat buffer.
@@ -161,6 +148,25 @@ class VersionedBuffer:
                 return version
             self.retries += 1
 
-    def unlink(self) -> None:
-        """Remove the block from /dev/shm (owner only; idempotent)."""
-        self._block.unlink()
+
+class VersionedRecord(SharedStructure):
+    """Base of a typed record kept in one :class:`VersionedBuffer` (weights, statistics)."""
+
+    _buffer: VersionedBuffer
+
+    def _open(
+        self, numel: int, dtype: torch.dtype, tag: str, attach: VersionedBufferHandle | None
+    ) -> None:
+        """Create the buffer (``attach`` is ``None``) or attach to the owner's."""
+        self._buffer = VersionedBuffer(numel, dtype, tag=tag) if attach is None else attach.attach()
+        self._block = self._buffer.block
+
+    @property
+    def version(self) -> int:
+        """Newest published version, or ``NOT_PUBLISHED``."""
+        return self._buffer.version
+
+    @property
+    def retries(self) -> int:
+        """Reads in this process restarted because a publish overwrote the source mid-copy."""
+        return self._buffer.retries

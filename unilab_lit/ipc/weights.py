@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from unilab_lit.ipc.versioned import VersionedBuffer, VersionedBufferHandle
+from unilab_lit.ipc.versioned import VersionedBuffer, VersionedBufferHandle, VersionedRecord
+from unilab_lit.validation import check_arg
 
 
 def _floating_entries(module: nn.Module) -> list[torch.Tensor]:
@@ -35,7 +35,7 @@ class SharedWeightsHandle:
         return SharedWeights(self.buffer.numel, _attach=self.buffer)
 
 
-class SharedWeights:
+class SharedWeights(VersionedRecord):
     """A flat float32 block of a module's parameters and floating buffers, plus a version.
 
     The learner publishes (``publish`` / ``publish_module``); the collector reads only
@@ -50,12 +50,8 @@ class SharedWeights:
     """
 
     def __init__(self, num_floats: int, _attach: VersionedBufferHandle | None = None) -> None:
-        if num_floats <= 0:
-            raise ValueError(f"num_floats must be > 0, got {num_floats}")
-        if _attach is None:
-            self._buffer = VersionedBuffer(num_floats, torch.float32, tag="weights")
-        else:
-            self._buffer = _attach.attach()
+        check_arg(num_floats > 0, "num_floats", num_floats, "> 0")
+        self._open(num_floats, torch.float32, "weights", _attach)
 
     @staticmethod
     def required_bytes(num_floats: int) -> int:
@@ -67,23 +63,9 @@ class SharedWeights:
         """Float32 values per version."""
         return self._buffer.numel
 
-    @property
-    def version(self) -> int:
-        """Newest published version, or ``NOT_PUBLISHED``."""
-        return self._buffer.version
-
-    @property
-    def retries(self) -> int:
-        """Reads in this process restarted because a publish overwrote the source mid-copy."""
-        return self._buffer.retries
-
     def handle(self) -> SharedWeightsHandle:
         """Picklable handle a spawn child uses to attach."""
         return SharedWeightsHandle(self._buffer.handle())
-
-    def __reduce__(self) -> tuple[Callable[..., SharedWeights], tuple[SharedWeightsHandle]]:
-        # Pickling sends the handle: the receiving process attaches and never owns.
-        return SharedWeightsHandle.attach, (self.handle(),)
 
     def publish(self, flat: torch.Tensor, version: int | None = None) -> int:
         """Publish a flat vector of ``num_floats`` values (any device / floating dtype).
@@ -154,10 +136,6 @@ class SharedWeights:
 
         with torch.no_grad():
             return self._buffer.read_if_newer(last_version, read)
-
-    def unlink(self) -> None:
-        """Remove the block from /dev/shm (owner only; idempotent)."""
-        self._buffer.unlink()
 
     def _checked_entries(self, module: nn.Module) -> list[torch.Tensor]:
         entries = _floating_entries(module)

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from unilab_lit import distributed
+from unilab_lit.validation import check_arg
 
 
 def merge_moments(
@@ -78,12 +79,9 @@ class ObsNormalizer(nn.Module):
 
     def __init__(self, size: int, eps: float = 1e-8, clip: float | None = 10.0) -> None:
         super().__init__()
-        if size <= 0:
-            raise ValueError(f"size must be > 0, got {size}")
-        if eps <= 0:
-            raise ValueError(f"eps must be > 0, got {eps}")
-        if clip is not None and not clip > 0:
-            raise ValueError(f"clip must be > 0, got {clip}")
+        check_arg(size > 0, "size", size, "> 0")
+        check_arg(eps > 0, "eps", eps, "> 0")
+        check_arg(clip is None or clip > 0, "clip", clip, "> 0")
         self.size = size
         self.eps = eps
         self.clip = clip

@@ -15,13 +15,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from unilab_lit.nn.policies import Activation, check_mlp_args, mlp
+from unilab_lit.validation import check_arg
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def _check_action_size(action_size: int) -> None:
-    if action_size < 1:
-        raise ValueError(f"action_size must be >= 1, got {action_size}")
+    check_arg(action_size >= 1, "action_size", action_size, ">= 1")
 
 
 class DeterministicActor(nn.Module):
@@ -64,8 +64,7 @@ class DeterministicActor(nn.Module):
         super().__init__()
         check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
-        if not init_scale > 0.0:
-            raise ValueError(f"init_scale must be > 0, got {init_scale}")
+        check_arg(init_scale > 0.0, "init_scale", init_scale, "> 0")
         if not 0.0 <= noise_std_min <= noise_std_max:
             raise ValueError(
                 "noise_std_min and noise_std_max must satisfy 0 <= min <= max, got "
@@ -183,11 +182,9 @@ class SquashedGaussianActor(nn.Module):
         super().__init__()
         check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
-        if not log_std_min < log_std_max:
-            raise ValueError(
-                "log_std_min must be < log_std_max, got "
-                f"log_std_min={log_std_min}, log_std_max={log_std_max}"
-            )
+        check_arg(
+            log_std_min < log_std_max, "log_std_min", log_std_min, f"< log_std_max={log_std_max}"
+        )
         self.obs_size = obs_size
         self.action_size = action_size
         self.log_std_min = log_std_min
@@ -258,8 +255,7 @@ class TwinDistributionalCritic(nn.Module):
         super().__init__()
         check_mlp_args(obs_size, hidden_dims, activation)
         _check_action_size(action_size)
-        if num_atoms < 1:
-            raise ValueError(f"num_atoms must be >= 1, got {num_atoms}")
+        check_arg(num_atoms >= 1, "num_atoms", num_atoms, ">= 1")
         self.num_atoms = num_atoms
         self.heads = nn.ModuleList(
             mlp(obs_size + action_size, num_atoms, hidden_dims, activation, layer_norm)

@@ -18,6 +18,8 @@ import torch
 from torch import nn
 from torch.distributions import Normal
 
+from unilab_lit.validation import check_arg
+
 Activation = Literal[
     "elu", "selu", "relu", "crelu", "lrelu", "tanh", "sigmoid", "softplus", "gelu", "swish", "mish"
 ]
@@ -87,14 +89,14 @@ def check_mlp_args(
     Raises:
         ValueError: naming the bad argument and its valid range or choices.
     """
-    if obs_size < 1:
-        raise ValueError(f"obs_size must be >= 1, got {obs_size}")
-    if len(hidden_dims) == 0 or any(h < 1 for h in hidden_dims):
-        raise ValueError(
-            f"hidden_dims must be a non-empty list of positive widths, got {list(hidden_dims)}"
-        )
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {list(_ACTIVATIONS)}, got {activation!r}")
+    check_arg(obs_size >= 1, "obs_size", obs_size, ">= 1")
+    check_arg(
+        len(hidden_dims) > 0 and all(h >= 1 for h in hidden_dims),
+        "hidden_dims",
+        list(hidden_dims),
+        "a non-empty list of positive widths",
+    )
+    check_arg(activation in _ACTIVATIONS, "activation", activation, f"one of {list(_ACTIVATIONS)}")
 
 
 def mlp(
@@ -181,12 +183,11 @@ class GaussianActor(nn.Module):
     ) -> None:
         super().__init__()
         check_mlp_args(obs_size, hidden_dims, activation)
-        if action_size < 1:
-            raise ValueError(f"action_size must be >= 1, got {action_size}")
-        if not (init_std > 0.0 and math.isfinite(init_std)):
-            raise ValueError(f"init_std must be a finite value > 0, got {init_std}")
-        if std_type not in _STD_TYPES:
-            raise ValueError(f"std_type must be one of {list(_STD_TYPES)}, got {std_type!r}")
+        check_arg(action_size >= 1, "action_size", action_size, ">= 1")
+        check_arg(
+            init_std > 0.0 and math.isfinite(init_std), "init_std", init_std, "a finite value > 0"
+        )
+        check_arg(std_type in _STD_TYPES, "std_type", std_type, f"one of {list(_STD_TYPES)}")
         self.obs_size = obs_size
         self.action_size = action_size
         # MLPModel's attribute paths and registration order, so state-dict keys (and checkpoints)

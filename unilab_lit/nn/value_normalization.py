@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.validation import check_arg
 
 ValueNormalization = Literal["none", "running", "popart"]
 """``"none"``: the critic predicts values; ``"running"`` / ``"popart"``: see :class:`ValueNormalizer`."""
@@ -51,8 +52,9 @@ class ValueNormalizer(nn.Module):
 
     def __init__(self, mode: ValueNormalization, eps: float = 1e-8) -> None:
         super().__init__()
-        if mode not in VALUE_NORMALIZATIONS:
-            raise ValueError(f"mode must be one of {list(VALUE_NORMALIZATIONS)}, got {mode!r}")
+        check_arg(
+            mode in VALUE_NORMALIZATIONS, "mode", mode, f"one of {list(VALUE_NORMALIZATIONS)}"
+        )
         self.mode = mode
         if mode != "none":
             self.stats = ObsNormalizer(1, eps=eps, clip=None)

@@ -1,0 +1,174 @@
+"""``python -m unilab_lit.app.play --ckpt_path PATH``: run a trained policy, report its return, film it.
+
+The task, the algorithm and its observation normaliser are rebuilt from the checkpoint (see
+:mod:`unilab_lit.app.trained_run`); frames are rendered offscreen (EGL, else OSMesa), so no display
+is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from unilab_lit.app.cli_io import OutputError, check_output, checkpoint_parser, one_line
+from unilab_lit.app.policy_episodes import (
+    EpisodeResults,
+    FrameRecording,
+    policy_actions,
+    run_episodes,
+)
+from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
+from unilab_lit.envs import GYM_PREFIX, make_env
+from unilab_lit.telemetry import video
+from unilab_lit.validation import check_arg
+
+
+@dataclass(frozen=True)
+class PlayOutputs:
+    """Files ``play`` writes after the episodes: an MP4 of env 0 and a PNG strip of its frames.
+
+    Args:
+        video: MP4 path, or ``None``.
+        strip: PNG path, or ``None``.
+        strip_frames: Frames side by side in the strip.
+        width: Frame width in pixels.
+        height: Frame height in pixels.
+    """
+
+    video: Path | None = None
+    strip: Path | None = None
+    strip_frames: int = 5
+    width: int = 640
+    height: int = 480
+
+    @property
+    def wants_frames(self) -> bool:
+        return self.video is not None or self.strip is not None
+
+
+def play(
+    run: TrainedRun,
+    *,
+    num_envs: int,
+    episodes: int,
+    seed: int = 0,
+    deterministic: bool = True,
+    outputs: PlayOutputs | None = None,
+) -> EpisodeResults:
+    """Run ``episodes`` whole episodes of the trained policy and write the requested files.
+
+    Args:
+        run: The trained run (:func:`~unilab_lit.app.trained_run.load_trained_run`).
+        num_envs: Envs stepped together (>= 1).
+        episodes: Episodes to finish (>= 1).
+        seed: Seed of the envs' reset.
+        deterministic: The deterministic action (normaliser folded in); ``False`` samples.
+        outputs: Files to write from env 0's frames; ``None`` renders nothing.
+
+    Raises:
+        ValueError: If a count is out of range or the gymnasium env cannot render.
+        RuntimeError: If frames are wanted and no OpenGL context can be created.
+        OSError: If a file cannot be written (a half-written one is removed).
+    """
+    check_arg(num_envs >= 1, "num_envs", num_envs, ">= 1")
+    outputs = outputs or PlayOutputs()
+    task_kwargs = dict(run.task_kwargs)
+    if outputs.wants_frames and run.task.startswith(GYM_PREFIX):
+        # gymnasium envs render only in the mode they were made with.
+        task_kwargs["env_kwargs"] = {
+            **task_kwargs.get("env_kwargs", {}),
+            "render_mode": "rgb_array",
+        }
+    env = make_env(run.task, num_envs, seed=seed, **task_kwargs)
+    try:
+        record = FrameRecording(outputs.width, outputs.height) if outputs.wants_frames else None
+        results = run_episodes(
+            env, policy_actions(run.model, deterministic), episodes, seed=seed, record=record
+        )
+        fps = 1.0 / env.spec.control_dt
+    finally:
+        env.close()
+    if outputs.video is not None:
+        video.write_mp4(outputs.video, results.frames, fps)
+    if outputs.strip is not None:
+        video.write_png(outputs.strip, video.strip(results.frames, outputs.strip_frames))
+    return results
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = checkpoint_parser(
+        "python -m unilab_lit.app.play",
+        "Run a trained policy from its checkpoint; print its mean return and "
+        "episode length; optionally film env 0 (MP4) or write a PNG strip of its frames.",
+    )
+    parser.add_argument("--num_envs", type=int, default=16, help="envs stepped together")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes to run in all")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the envs' reset")
+    parser.add_argument("--video", help="write env 0's episodes to this .mp4 file")
+    parser.add_argument("--strip", help="write a .png strip of env 0's frames")
+    parser.add_argument("--strip_frames", type=int, default=5, help="frames in the strip")
+    parser.add_argument("--width", type=int, default=640, help="frame width in pixels")
+    parser.add_argument("--height", type=int, default=480, help="frame height in pixels")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--deterministic",
+        dest="deterministic",
+        action="store_true",
+        default=True,
+        help="act with the deterministic action (default)",
+    )
+    mode.add_argument(
+        "--stochastic",
+        dest="deterministic",
+        action="store_false",
+        help="sample actions as the collector does",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 with a one-line ``error:`` on bad input)."""
+    args = _parser().parse_args(argv)
+    try:
+        for name in ("num_envs", "episodes", "strip_frames", "width", "height"):
+            if getattr(args, name) < 1:
+                raise OutputError(f"--{name} must be >= 1, got {getattr(args, name)}")
+        outputs = PlayOutputs(
+            video=None if args.video is None else check_output(args.video, ".mp4", "--video"),
+            strip=None if args.strip is None else check_output(args.strip, ".png", "--strip"),
+            strip_frames=args.strip_frames,
+            width=args.width,
+            height=args.height,
+        )
+        run = load_trained_run(args.ckpt_path, args.run_dir, args.config)
+        results = play(
+            run,
+            num_envs=args.num_envs,
+            episodes=args.episodes,
+            seed=args.seed,
+            deterministic=args.deterministic,
+            outputs=outputs,
+        )
+    except (OutputError, RunLoadError, ValueError, RuntimeError, OSError) as err:
+        sys.stderr.write(f"error: {one_line(err)}\n")
+        return 2
+    mode = "deterministic" if args.deterministic else "stochastic"
+    sys.stdout.write(
+        f"{run.task} | {type(run.model).__name__} step {run.global_step} | {run.checkpoint}\n"
+        f"mean return {results.mean_return:.2f} (std {np.std(results.returns):.2f}), "
+        f"mean episode length {results.mean_length:.1f} over {len(results.returns)} "
+        f"episodes ({mode})\n"
+    )
+    for label, path in (("video", outputs.video), ("strip", outputs.strip)):
+        if path is not None:
+            sys.stdout.write(f"{label}: {path} ({len(results.frames)} frames recorded)\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

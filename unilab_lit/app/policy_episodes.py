@@ -1,0 +1,168 @@
+"""Whole episodes of a trained policy on a batched env: returns, lengths, reward terms, frames.
+
+Shared by ``python -m unilab_lit.app.play`` and the ``PolicyEvaluator`` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from lightning.pytorch import LightningModule
+
+from unilab_lit.envs.base import BatchedMujocoEnv
+from unilab_lit.envs.spec import METRIC_PREFIX, POLICY
+from unilab_lit.telemetry import metrics
+from unilab_lit.validation import check_arg
+
+if TYPE_CHECKING:
+    from unilab_lit.envs.gym_adapter import GymnasiumVectorAdapter
+
+Act = Callable[[torch.Tensor], torch.Tensor]
+"""Raw policy observations ``[N, obs_size]`` -> actions ``[N, action_size]``."""
+
+_REWARD_PREFIX = "reward/"
+
+
+def policy_actions(model: LightningModule, deterministic: bool = True) -> Act:
+    """How ``model`` acts on raw observations.
+
+    Args:
+        model: An algorithm module with ``inference_policy()`` (deterministic action, normaliser
+            folded in) and the collector contract (``obs_normalizer``, ``collector_policy()``).
+        deterministic: The deterministic action; ``False`` samples as the collector does.
+    """
+    if deterministic:
+        return model.inference_policy()
+    normalizer = model.obs_normalizer
+    actor = model.collector_policy()
+    return lambda obs: actor.act(normalizer(obs))["actions"]
+
+
+@dataclass(frozen=True)
+class FrameRecording:
+    """Which frames :func:`run_episodes` renders: env 0's, one per step of its episodes.
+
+    Args:
+        width: Frame width in pixels.
+        height: Frame height in pixels.
+        max_frames: Stop recording after this many frames; ``None`` records env 0's episodes
+            in full.
+    """
+
+    width: int = 640
+    height: int = 480
+    max_frames: int | None = None
+
+
+@dataclass
+class EpisodeResults:
+    """Finished episodes, in the order they finished.
+
+    Args:
+        returns: Undiscounted return of each episode.
+        lengths: Steps of each episode.
+        terms: Per-episode sum of each reward term, by term name.
+        metrics: Per-episode mean of each of the task's step metrics, by metric name.
+        frames: Env 0's frames ``[H, W, 3]`` (uint8), when recorded.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    terms: dict[str, np.ndarray] = field(default_factory=dict)
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    frames: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean(self.returns))
+
+    @property
+    def mean_length(self) -> float:
+        return float(np.mean(self.lengths))
+
+    def eval_metrics(self) -> dict[str, float]:
+        """The means under their ``Eval/`` keys (see :mod:`unilab_lit.telemetry.metrics`)."""
+        values = {
+            metrics.EVAL_MEAN_REWARD: self.mean_return,
+            metrics.EVAL_MEAN_EPISODE_LENGTH: self.mean_length,
+        }
+        for term, sums in self.terms.items():
+            values[metrics.eval_reward_term(term)] = float(np.mean(sums))
+        for name, means in self.metrics.items():
+            values[metrics.eval_metric(name)] = float(np.mean(means))
+        return values
+
+
+@torch.no_grad()
+def run_episodes(
+    env: BatchedMujocoEnv | GymnasiumVectorAdapter,
+    act: Act,
+    episodes: int,
+    *,
+    seed: int,
+    device: torch.device | str = "cpu",
+    record: FrameRecording | None = None,
+) -> EpisodeResults:
+    """Run ``episodes`` whole episodes spread over the env's batch and collect their statistics.
+
+    The env is reset with ``seed`` and without staggered timeouts, so every episode is a full
+    one. Env ``i`` contributes its first ``episodes // N (+1 for i < episodes % N)`` episodes and
+    is ignored after them, so that envs with short episodes do not crowd out long ones (every
+    env still steps, the batch moves as a whole).
+
+    Args:
+        env: A batched env (any task, the gymnasium adapter included).
+        act: Maps raw policy observations to actions (see :func:`policy_actions`).
+        episodes: Episodes to finish (>= 1).
+        seed: Seed of the env's reset.
+        device: Where ``act`` expects its input.
+        record: Render env 0 while its episodes run; ``None`` renders nothing.
+
+    Raises:
+        ValueError: If ``episodes`` is smaller than 1.
+    """
+    check_arg(episodes >= 1, "episodes", episodes, ">= 1")
+    num_envs = env.num_envs
+    quota = np.array([episodes // num_envs + (i < episodes % num_envs) for i in range(num_envs)])
+    done_count = np.zeros(num_envs, dtype=np.int64)
+    returns: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    terms: dict[str, list[np.ndarray]] = {}
+    episode_metrics: dict[str, list[np.ndarray]] = {}
+    frames: list[np.ndarray] = []
+    obs = env.reset(seed=seed, stagger=False)
+    while (done_count < quota).any():
+        if record is not None and done_count[0] < quota[0] and not _full(frames, record):
+            frames.append(env.render([0], record.width, record.height)[0])
+        policy_obs = torch.as_tensor(obs[POLICY], device=device)
+        actions = act(policy_obs).float().cpu().numpy()
+        obs, _, _, _, info = env.step(actions)
+        episode = info["episode"]
+        ids = episode["env_ids"]
+        if len(ids) == 0:
+            continue
+        counted = done_count[ids] < quota[ids]
+        done_count[ids] += 1
+        returns.append(episode["return"][counted])
+        lengths.append(episode["length"][counted])
+        for key, value in episode.items():
+            if key.startswith(_REWARD_PREFIX):
+                terms.setdefault(key[len(_REWARD_PREFIX) :], []).append(value[counted])
+            elif key.startswith(METRIC_PREFIX):
+                name = key[len(METRIC_PREFIX) :]
+                episode_metrics.setdefault(name, []).append(value[counted])
+    return EpisodeResults(
+        returns=np.concatenate(returns),
+        lengths=np.concatenate(lengths),
+        terms={term: np.concatenate(parts) for term, parts in terms.items()},
+        metrics={name: np.concatenate(parts) for name, parts in episode_metrics.items()},
+        frames=frames,
+    )
+
+
+def _full(frames: list[np.ndarray], record: FrameRecording) -> bool:
+    return record.max_frames is not None and len(frames) >= record.max_frames

@@ -1,0 +1,67 @@
+"""The user-facing collector options (``data.init_args.collector``), carried unchanged into the child."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from unilab_lit.validation import check_arg
+
+
+@dataclass(frozen=True)
+class CollectorOptions:
+    """The collector's task, env batch, seed, threads and timeouts (``data.init_args.collector``).
+
+    Validated here, once: the data module, the learner-side session and the collector child
+    (inside :class:`~unilab_lit.collector.config.CollectorConfig`) read this same object.
+
+    Args:
+        task: Registered task name (see ``unilab_lit.envs.registered_tasks()``).
+        num_envs: Environments the collector steps together (>= 1).
+        seed: Seed of the collector's env and policy sampling (and of the replay sampling).
+        task_kwargs: Extra keyword arguments of the task's constructor.
+        physics_threads: MuJoCo threads in the collector (>= 1).
+        collector_torch_threads: Torch intra-op threads in the collector (>= 1); one keeps actor
+            inference from competing with the physics threads.
+        stall_timeout_s: A collector without progress for this long is an error (> 0). Waiting
+            for the learner counts as progress; only a stuck loop stalls.
+        data_timeout_s: Longest wait for the next batch before failing (> 0).
+        startup_timeout_s: Longest wait for the collector to report ready (> 0).
+        learner_torch_threads: Torch intra-op threads of the learner process; ``None`` gives
+            it the cores the collector does not use (at least one), because learner threads
+            that oversubscribe the cores spin against the collector (bench/README.md).
+
+    Raises:
+        ValueError: if an option is out of range.
+    """
+
+    task: str
+    num_envs: int
+    seed: int = 0
+    task_kwargs: dict[str, Any] = field(default_factory=dict)
+    physics_threads: int = 1
+    collector_torch_threads: int = 1
+    stall_timeout_s: float = 30.0
+    data_timeout_s: float = 120.0
+    startup_timeout_s: float = 120.0
+    learner_torch_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        threads = self.learner_torch_threads
+        check_arg(threads is None or threads >= 1, "learner_torch_threads", threads, ">= 1 or null")
+        for name in ("num_envs", "physics_threads", "collector_torch_threads"):
+            check_arg(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
+        for name in ("stall_timeout_s", "data_timeout_s", "startup_timeout_s"):
+            value = getattr(self, name)
+            check_arg(value > 0 and math.isfinite(value), name, value, "a finite number > 0")
+
+
+# Data modules save their options in every checkpoint's hyper-parameters (play and export rebuild
+# the task from them); Lightning loads checkpoints with torch's weights-only unpickler. Checkpoints
+# written before the options moved from unilab_lit/data/ name them by their old path.
+torch.serialization.add_safe_globals(
+    [CollectorOptions, (CollectorOptions, "unilab_lit.data.options.CollectorOptions")]
+)

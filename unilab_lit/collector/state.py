@@ -1,0 +1,51 @@
+"""The collector's state between two steps: taken for a checkpoint, handed back on resume."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from unilab_lit.collector import snapshot
+from unilab_lit.collector.process import CollectorError, CollectorProcess
+from unilab_lit.collector.transport import Transport
+
+log = logging.getLogger(__name__)
+
+
+def take_snapshot(
+    collector: CollectorProcess, state_dir: Path, transport: Transport, timeout_s: float
+) -> dict[str, Any] | None:
+    """The running collector's state at its next step boundary; ``None`` if it is not running
+    or does not answer within ``timeout_s`` (logged: the checkpoint goes on without it)."""
+    if not collector.running:
+        return None
+    try:
+        transport.quiesce(collector, timeout_s)
+        request = collector.control.request_snapshot()
+        collector.wait_for(lambda: collector.control.snapshot_done >= request, timeout=timeout_s)
+    except (CollectorError, TimeoutError) as err:
+        # A checkpoint written because the collector failed must still be written.
+        log.warning("checkpoint without the collector's state: %s", err)
+        return None
+    path = state_dir / snapshot.SNAPSHOT_FILE
+    state = snapshot.read(path)
+    path.unlink()
+    return state
+
+
+def hand_over(
+    collector: CollectorProcess, state_dir: Path, state: dict[str, Any], weights_published: bool
+) -> None:
+    """Give ``state`` to the collector, which reads it instead of its first reset.
+
+    Raises:
+        RuntimeError: if weights were published already: the collector has reset its envs.
+    """
+    if weights_published:
+        raise RuntimeError(
+            "the collector's state was restored after the first weights publish; the "
+            "collector has reset its envs already (restore before on_train_start)"
+        )
+    snapshot.write(state_dir / snapshot.RESTORE_FILE, state)
+    collector.control.request_restore()
