@@ -24,7 +24,7 @@ class EnvStepBudget(Callback):
     staging pool takes more env steps per iteration when the learner is slower).
 
     The count is the data module's counter of env steps in the batches the learner trained on
-    (``CollectorLink.learned_env_steps``, summed over the ranks under DDP). Checkpoints carry
+    (``CollectorLink.feed.learned_env_steps``, summed over the ranks under DDP). Checkpoints carry
     it and a resume restores it before ``on_fit_start``, so the budget counts from the start of
     the run, not of the resumed process; this callback keeps no state of its own. The check
     runs after every iteration, so a run ends within one iteration's env steps past the budget.
@@ -63,7 +63,7 @@ class EnvStepBudget(Callback):
 
     def _stop_if_spent(self, trainer: Trainer) -> None:
         # Under DDP every rank takes the job's sum, so all stop after the same iteration.
-        own = torch.tensor([collector_link(trainer).learned_env_steps], dtype=torch.int64)
+        own = torch.tensor([collector_link(trainer).feed.learned_env_steps], dtype=torch.int64)
         learned = int(distributed.reduce_over_ranks(own, "sum").item())
         if learned < self.max_env_steps or trainer.should_stop:
             return

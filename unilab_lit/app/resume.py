@@ -8,13 +8,16 @@ are built, :func:`continue_run_directory` finds the checkpoint and sets every ru
 the version it had when the checkpoint was written, so the curves continue in the same directory.
 
 :func:`check_checkpoint_matches` refuses a checkpoint written by another configuration (model
-class, task, observation or action size, world size) before anything starts; without it,
+class, task, observation or action size, world size, the data module's env batch, rollout, ring,
+staging and replay sizes) before anything starts; without it,
 LightningCLI would silently swap in the checkpoint's model class from its saved hyper-parameters.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,21 @@ RUN_IDENTITY: dict[str, tuple[str, ...]] = {
     "critic_obs_size": ("hyper_parameters", "critic_obs_size"),
     "action_size": ("hyper_parameters", "action_size"),
     "world size": ("callbacks", _RL_CHECKPOINT_KEY, "run", "world_size"),
+    # The data module's sizes: the collector's saved state, the staging pool and the replay
+    # sidecar are restored into blocks of these sizes.
+    "num_envs": ("datamodule_hyper_parameters", "collector", "num_envs"),
+    "num_steps": ("datamodule_hyper_parameters", "num_steps"),
+    "ring_slots": ("datamodule_hyper_parameters", "ring_slots"),
+    "staging_capacity": ("datamodule_hyper_parameters", "staging_capacity"),
+    "buffer_size": ("datamodule_hyper_parameters", "buffer_size"),
+}
+# The RUN_IDENTITY names that are data-module arguments, as they are spelled under data.init_args.
+DATA_SIZES = {
+    "num_envs": "collector.num_envs",
+    "num_steps": "num_steps",
+    "ring_slots": "ring_slots",
+    "staging_capacity": "staging_capacity",
+    "buffer_size": "buffer_size",
 }
 
 
@@ -65,6 +83,13 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """
     try:
         return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    except pickle.UnpicklingError as err:
+        unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        what = f"it holds {unsupported.group(1)}" if unsupported else "it holds arbitrary objects"
+        raise CheckpointMismatchError(
+            f"checkpoint {path} does not load weights-only ({what}), so it was not written by "
+            "this trainer; pass another --ckpt_path"
+        ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointMismatchError(
@@ -99,10 +124,11 @@ def check_checkpoint_matches(
 
 
 def _lookup(tree: Any, keys: tuple[str, ...]) -> Any:
+    # Dicts by key; saved option records (the data module's ``collector``) by attribute.
     for key in keys:
-        if not isinstance(tree, dict) or key not in tree:
+        tree = tree.get(key) if isinstance(tree, dict) else getattr(tree, key, None)
+        if tree is None:
             return None
-        tree = tree[key]
     return tree
 
 

@@ -26,6 +26,7 @@ from unilab_lit.app.checkpoint_io import CheckpointWriteError
 from unilab_lit.app.cli_io import find_config
 from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.app.resume import (
+    DATA_SIZES,
     CheckpointMismatchError,
     check_checkpoint_matches,
     continue_run_directory,
@@ -299,14 +300,11 @@ class UnilabCLI(LightningCLI):
                 return
             checkpoint = read_checkpoint(path)
             data_args = fit_config.data.get("init_args") if fit_config.get("data") else None
-            check_checkpoint_matches(
-                path,
-                checkpoint,
-                {
-                    "model class": fit_config.model.get("class_path"),
-                    "task": None if data_args is None else data_args.get("collector.task"),
-                },
-            )
+            expected = {"model class": fit_config.model.get("class_path"), "task": None}
+            if data_args is not None:
+                expected["task"] = data_args.get("collector.task")
+                expected.update({name: data_args.get(key) for name, key in DATA_SIZES.items()})
+            check_checkpoint_matches(path, checkpoint, expected)
         except CheckpointMismatchError as err:
             raise SystemExit(f"error: {err}") from None
         self._resume_from = (path, checkpoint)
