@@ -1,26 +1,12 @@
-"""Command line entry point: ``python cli.py fit --config configs/appo.yaml``.
+"""Command line entry point of a clone: ``python cli.py fit --config configs/appo.yaml``.
 
-The top level imports nothing heavy: collector subprocesses start with the
-``spawn`` method, which re-imports this script in every child, and a child that
-had to import Lightning here would pay seconds before its first line.
+The same as the installed ``unilab-lit`` command (:mod:`unilab_lit.__main__`, which keeps the
+import-light top level the collector's ``spawn`` children rely on).
 """
 
 from __future__ import annotations
 
-import sys
-
-
-def main(args: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if args is None else args
-    if argv[:1] == ["fit"]:
-        # The collector child imports torch while this process imports Lightning.
-        from unilab_lit.collector.prestart import prestart
-
-        prestart()
-    from unilab_lit.app.unilab_cli import UnilabCLI
-
-    UnilabCLI(args=args)
-
+from unilab_lit.__main__ import main
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,7 @@ from unilab_lit.telemetry.log_schedule import loggers_write_this_step
 from unilab_lit.validation import check_arg
 
 _REWARD_PREFIX = "reward/"
-_PROG_BAR_KEYS = (keys.MEAN_REWARD, keys.TOTAL_FPS)
+_PROG_BAR_KEYS = (keys.ENV_STEPS, keys.TOTAL_FPS, keys.MEAN_REWARD)
 
 
 # Figures of the job = the sum of the ranks' (each rank collects and learns its own env steps).
@@ -97,8 +97,8 @@ class EpisodeStatsMonitor(Callback):
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
-        prog_bar: Also show mean reward and env-steps/s in the progress bar (APPO puts its
-            policy lag there).
+        prog_bar: Also show env steps, env-steps/s and mean reward in the progress bar (APPO
+            puts its policy lag there).
 
     Raises:
         ValueError: if ``window`` is smaller than 1.

@@ -8,6 +8,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+from torch import Tensor
 from typing_extensions import override
 
 from unilab_lit.app.checkpoint_io import AtomicCheckpointIO
@@ -30,8 +31,9 @@ class StopCheckpoint(ModelCheckpoint):
     - Lightning's ``SIGTERMException``, raised once the iteration during which SIGTERM arrived
       has finished (preemption; see ``InterruptGuard``).
 
-    Any other exception keeps Lightning's behaviour (``save_on_exception``). Every argument is
-    ``ModelCheckpoint``'s.
+    Any other exception keeps Lightning's behaviour (``save_on_exception``). Without a
+    ``filename``, checkpoints are named by the learner iteration alone (``step=300.ckpt``):
+    the single endless epoch says nothing. Every argument is ``ModelCheckpoint``'s.
 
     Checkpoint files are written atomically (``unilab_lit.app.checkpoint_io.AtomicCheckpointIO``,
     installed in ``setup`` unless the trainer was given its own ``CheckpointIO`` plugin): a
@@ -52,6 +54,18 @@ class StopCheckpoint(ModelCheckpoint):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         super().setup(trainer, pl_module, stage)
+
+    @override
+    def format_checkpoint_name(
+        self,
+        metrics: dict[str, Tensor],
+        filename: str | None = None,
+        ver: int | None = None,
+        prefix: str | None = None,
+    ) -> str:
+        if not (filename or self.filename):
+            filename = "{step}" if self.auto_insert_metric_name else "step={step}"
+        return super().format_checkpoint_name(metrics, filename, ver, prefix)
 
     @override
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:

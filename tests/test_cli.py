@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -161,3 +162,66 @@ def test_bad_config_fails_before_training_with_one_line_reason(override, reason,
     assert last_line.startswith("error: invalid config: ") and reason in last_line
     assert "Traceback" not in result.stderr
     assert_no_leftovers(result, mark)
+
+
+def _summary(stderr: str) -> dict[str, str]:
+    """The run summary block's fields (``iterations``, ``checkpoints``, ``play``, ...)."""
+    block = stderr.split("INFO unilab_lit.app.unilab_cli: run summary\n", 1)[1]
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in block.strip().split("\n"))
+
+
+def test_appo_run_output_has_no_lightning_notes_nor_repeats_and_ends_with_a_summary(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    result = run_cli(
+        ["fit", "--config", "configs/appo.yaml", "--trainer.max_steps=120",
+         f"--trainer.logger.init_args.save_dir={tmp_path}"],
+        env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    # The whole output (so its first 200 lines too): the bar on stdout, the rest on stderr.
+    output = result.stdout + result.stderr
+    for note in ("Tip:", "litlogger", "deprecated", "ModelCheckpoint", "v_num", "Epoch"):
+        assert note not in output, note
+    info = re.findall(r"INFO [\w.]+: [^\r\n]*", result.stderr)
+    assert info and len(info) == len(set(info)), info
+    assert "Iterations" in result.stdout and "env_steps=" in result.stdout
+    assert "env_steps/s=" in result.stdout and "return=" in result.stdout
+
+    summary = _summary(result.stderr)
+    assert summary["iterations"] == "120"
+    assert int(summary["env steps"].replace(",", "")) >= 64 * 32  # ahead of the learner
+    assert float(summary["Train return"]) > 0
+    checkpoints, logs = Path(summary["checkpoints"]), Path(summary["logs"])
+    assert logs.is_dir() and checkpoints.is_dir() and checkpoints.parent == logs
+    assert sorted(p.name for p in checkpoints.glob("*.ckpt")) == ["last.ckpt", "step=100.ckpt"]
+    last = checkpoints / "last.ckpt"
+    assert summary["play"].endswith(f"--ckpt_path {last}")
+    assert f"--ckpt_path {last} --output" in summary["export"]
+    assert_no_leftovers(result, mark)
+
+
+def test_model_help_names_an_algorithm_and_lists_its_options(marked_env):
+    env, _ = marked_env
+    result = run_cli(["fit", "--model.help", "APPO"], env, timeout=120)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "--model.gamma" in result.stdout
+    data = run_cli(["fit", "--data.help", "RolloutDataModule"], env, timeout=120)
+    assert data.returncode == 0 and "--data.num_steps" in data.stdout, data.stderr[-4000:]
+
+
+def test_every_subcommand_in_help_runs_and_no_optimizer_options_are_offered(tmp_path, marked_env):
+    env, mark = marked_env
+    shown = run_cli(["--help"], env, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-4000:]
+    assert "APPO" in shown.stdout and "RolloutDataModule" in shown.stdout
+    (listed,) = re.findall(r"\{([\w,]+)\}", shown.stdout.split("\n")[0])
+    for subcommand in listed.split(","):
+        options = run_cli([subcommand, "--help"], env, timeout=120).stdout
+        assert "--optimizer" not in options and "--lr_scheduler" not in options
+        save_dir = tmp_path / subcommand
+        args = [subcommand, "--config", "configs/appo.yaml", *SMOKE_OVERRIDES]
+        result = run_cli([*args, f"--trainer.logger.init_args.save_dir={save_dir}"], env)
+        assert result.returncode == 0, (subcommand, result.stderr[-4000:])
+        assert_no_leftovers(result, mark)

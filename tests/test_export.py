@@ -78,7 +78,7 @@ def test_exported_onnx_and_torchscript_equal_the_torch_policy_with_its_normalise
 def test_export_cli_writes_both_files_from_a_fit_checkpoint(appo_cartpole_run, tmp_path, capsys):
     output = tmp_path / "policy.onnx"
     status = main(
-        ["--ckpt_path", "last", "--runs_dir", str(appo_cartpole_run), "--output", str(output)]
+        ["--ckpt_path", "last", "--run_dir", str(appo_cartpole_run), "--output", str(output)]
     )
     assert status == 0, capsys.readouterr().err
     assert output.is_file() and output.with_suffix(".pt").is_file()
@@ -102,7 +102,7 @@ def test_export_bad_input_gives_one_line_error_and_writes_nothing(
         out_dir / "missing_dir" / "p.onnx" if case == "unwritable output" else out_dir / "p.onnx"
     )
     status = main(
-        ["--ckpt_path", ckpt, "--runs_dir", str(appo_cartpole_run), "--output", str(output)]
+        ["--ckpt_path", ckpt, "--run_dir", str(appo_cartpole_run), "--output", str(output)]
     )
     err = capsys.readouterr().err
     assert status == 2

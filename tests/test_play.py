@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -23,7 +24,7 @@ def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path)
     completed = subprocess.run(
         [
             sys.executable, "-m", "unilab_lit.app.play",
-            "--ckpt_path", "last", "--runs_dir", str(appo_cartpole_run),
+            "--ckpt_path", "last", "--run_dir", str(appo_cartpole_run),
             "--num_envs", "2", "--episodes", "2",
             "--video", str(out), "--width", "160", "--height", "120",
         ],
@@ -57,7 +58,7 @@ def test_play_scores_above_a_random_policy_after_a_short_fit(appo_cartpole_run):
 
 
 def test_play_stochastic_runs_the_sampling_policy(appo_cartpole_run, capsys):
-    status = main(["--ckpt_path", "last", "--runs_dir", str(appo_cartpole_run),
+    status = main(["--ckpt_path", "last", "--run_dir", str(appo_cartpole_run),
                    "--num_envs", "2", "--episodes", "2", "--stochastic"])  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0 and "(stochastic)" in out
@@ -78,9 +79,48 @@ def test_play_bad_input_gives_one_line_error_and_writes_nothing(
         "missing directory": ("last", out_dir / "missing" / "v.mp4"),
         "directory as output": ("last", out_dir / "taken.mp4"),
     }[case]
-    status = main(["--ckpt_path", str(ckpt), "--runs_dir", str(appo_cartpole_run),
+    status = main(["--ckpt_path", str(ckpt), "--run_dir", str(appo_cartpole_run),
                    "--episodes", "1", "--num_envs", "1", "--video", str(video)])  # fmt: skip
     err = capsys.readouterr().err
     assert status == 2
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert sorted(p.name for p in out_dir.rglob("*")) == ["taken.mp4"]
+
+
+@pytest.fixture
+def two_experiments(appo_cartpole_run, tmp_path):
+    """A ``runs`` directory with the fit's run under two experiment names."""
+    runs = tmp_path / "runs"
+    shutil.copytree(appo_cartpole_run, runs)
+    shutil.copytree(runs / "appo_cartpole", runs / "appo_other")
+    return runs
+
+
+def test_play_last_refuses_two_experiments_in_one_line_and_plays_the_named_run(
+    two_experiments, tmp_path, capsys
+):
+    quick = ["--ckpt_path", "last", "--episodes", "1", "--num_envs", "1"]
+    assert main([*quick, "--run_dir", str(two_experiments)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --ckpt_path last is ambiguous") and err.count("\n") == 1, err
+    for name in ("appo_cartpole", "appo_other"):
+        assert str(two_experiments / name / "version_0") in err
+
+    chosen = two_experiments / "appo_other" / "version_0"
+    assert main([*quick, "--run_dir", str(chosen)]) == 0
+    assert str(chosen / "checkpoints" / "last.ckpt") in capsys.readouterr().out
+
+    config = tmp_path / "other.yaml"
+    config.write_text(
+        "trainer:\n  logger:\n    init_args:\n"
+        f"      save_dir: {two_experiments}\n      name: appo_other\n"
+    )
+    assert main([*quick, "--config", str(config)]) == 0
+    assert str(chosen / "checkpoints" / "last.ckpt") in capsys.readouterr().out
+
+
+def test_play_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "(default: runs)" in shown and "(default: 16)" in shown

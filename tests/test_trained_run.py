@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
 from unilab_lit.algos.appo import APPO
-from unilab_lit.app.trained_run import RunLoadError, load_trained_run, resolve_checkpoint
+from unilab_lit.app.trained_run import (
+    RunLoadError,
+    experiment_dir,
+    load_trained_run,
+    resolve_checkpoint,
+)
 
 
 def test_load_trained_run_restores_model_task_and_normaliser_from_the_checkpoint(
@@ -37,13 +43,42 @@ def test_load_trained_run_falls_back_to_the_run_config_yaml(
     assert isinstance(run.model, APPO) and run.task.class_path == "CartpoleSwingup"
 
 
-def test_resolve_checkpoint_last_takes_the_newest_last_checkpoint(tmp_path):
-    older = tmp_path / "a" / "version_0" / "checkpoints" / "last.ckpt"
-    newer = tmp_path / "b" / "version_3" / "checkpoints" / "last.ckpt"
-    for path, mtime in ((older, 1_000), (newer, 2_000)):
+def _last_checkpoints(*written: tuple[Path, int]) -> None:
+    for path, mtime in written:
         path.parent.mkdir(parents=True)
         path.write_bytes(b"")
         os.utime(path, (mtime, mtime))
+
+
+def test_resolve_checkpoint_last_takes_the_newest_version_of_one_experiment(tmp_path):
+    older = tmp_path / "appo" / "version_0" / "checkpoints" / "last.ckpt"
+    newer = tmp_path / "appo" / "version_3" / "checkpoints" / "last.ckpt"
+    _last_checkpoints((older, 1_000), (newer, 2_000))
     assert resolve_checkpoint("last", tmp_path) == newer
+    assert resolve_checkpoint("last", tmp_path / "appo" / "version_0") == older
     with pytest.raises(RunLoadError, match="no last"):
         resolve_checkpoint("last", tmp_path / "empty")
+
+
+def test_resolve_checkpoint_last_refuses_two_experiments_and_lists_their_runs(tmp_path):
+    mine = tmp_path / "appo" / "version_0" / "checkpoints" / "last.ckpt"
+    other = tmp_path / "fast_td3" / "version_0" / "checkpoints" / "last.ckpt"
+    _last_checkpoints((mine, 1_000), (other, 2_000))
+    with pytest.raises(RunLoadError, match="ambiguous") as refused:
+        resolve_checkpoint("last", tmp_path)
+    assert str(mine.parents[1]) in str(refused.value) and str(other.parents[1]) in str(
+        refused.value
+    )
+    assert resolve_checkpoint("last", tmp_path / "appo") == mine
+
+
+def test_experiment_dir_is_the_configs_logger_save_dir_and_name(tmp_path):
+    config = tmp_path / "mine.yaml"
+    config.write_text(
+        "trainer:\n  logger:\n    class_path: lightning.pytorch.loggers.TensorBoardLogger\n"
+        f"    init_args:\n      save_dir: {tmp_path}\n      name: appo\n"
+    )
+    assert experiment_dir(config) == tmp_path / "appo"
+    config.write_text("trainer:\n  logger: false\n")
+    with pytest.raises(RunLoadError, match="names no logger"):
+        experiment_dir(config)

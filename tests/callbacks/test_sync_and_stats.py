@@ -237,4 +237,4 @@ def test_episode_stats_monitor_logs_only_progress_bar_keys_between_logger_writes
     monitor.on_train_batch_start(trainer, module, None, 0)
     channel.messages.append(_episodes([5.0], [1], [0.0]))
     monitor.on_train_batch_end(trainer, module, None, None, 0)
-    assert set(module.logged) == {keys.MEAN_REWARD, keys.TOTAL_FPS}
+    assert set(module.logged) == {keys.ENV_STEPS, keys.MEAN_REWARD, keys.TOTAL_FPS}

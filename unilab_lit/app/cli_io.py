@@ -1,4 +1,4 @@
-"""What the ``play`` and ``export`` entry points share: checkpoint arguments and output checks."""
+"""What the entry points share: shipped configs by name, checkpoint arguments, output checks."""
 
 from __future__ import annotations
 
@@ -6,22 +6,55 @@ import argparse
 import os
 from pathlib import Path
 
+import unilab_lit
+
+SHIPPED_CONFIGS = Path(unilab_lit.__file__).parent / "configs"
+"""The configs the package ships (a link to the repository's ``configs/`` in a checkout)."""
+
+
+def find_config(path: str) -> str:
+    """``path``, or the shipped config of that name when no such file exists here.
+
+    ``appo.yaml`` and ``configs/appo.yaml`` both name the shipped ``appo.yaml`` from any
+    directory, so an installed package runs the README's commands. A path that names neither
+    is returned as it is, for the caller to report as missing.
+    """
+    given = Path(path)
+    if given.exists() or given.parent.name not in ("", SHIPPED_CONFIGS.name):
+        return path
+    shipped = SHIPPED_CONFIGS / given.name
+    return str(shipped) if shipped.is_file() else path
+
 
 class OutputError(Exception):
     """An output path cannot be written; the message is one line for the user."""
 
 
 def checkpoint_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """A parser with ``--ckpt_path`` (a file or ``last``) and ``--runs_dir`` (where ``last`` is
-    looked for), the arguments every entry point that loads a trained run takes."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """A parser with ``--ckpt_path`` (a file or ``last``) and where ``last`` is looked for
+    (``--run_dir``, or ``--config``'s logger directory), the arguments every entry point that
+    loads a trained run takes; help shows each default."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument(
         "--ckpt_path",
         required=True,
-        help="checkpoint file, or 'last' for the newest last*.ckpt under --runs_dir",
+        default=argparse.SUPPRESS,  # no "(default: None)" on a required argument
+        help="checkpoint file, or 'last': the newest last*.ckpt of the one experiment under "
+        "--run_dir (refused when it holds several)",
     )
-    parser.add_argument(
-        "--runs_dir", default="runs", help="where --ckpt_path last looks (default: runs)"
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--run_dir",
+        default="runs",
+        help="where --ckpt_path last looks: a run, an experiment (<save_dir>/<name>) or a "
+        "directory of experiments",
+    )
+    where.add_argument(
+        "--config",
+        help="the run's fit config (a file or a shipped config's name): --ckpt_path last looks "
+        "in its logger's <save_dir>/<name>",
     )
     return parser
 

@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         onnx_path = check_output(args.output, ".onnx", "--output")
         script = args.torchscript or str(onnx_path.with_suffix(".pt"))
         script_path = check_output(script, ".pt", "--torchscript")
-        run = load_trained_run(args.ckpt_path, args.runs_dir)
+        run = load_trained_run(args.ckpt_path, args.run_dir, args.config)
         metadata = export_policy(run, onnx_path, script_path)
     except (OutputError, RunLoadError, RuntimeError, OSError) as err:
         sys.stderr.write(f"error: {one_line(err)}\n")

@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             width=args.width,
             height=args.height,
         )
-        run = load_trained_run(args.ckpt_path, args.runs_dir)
+        run = load_trained_run(args.ckpt_path, args.run_dir, args.config)
         results = play(
             run,
             num_envs=args.num_envs,

@@ -182,19 +182,16 @@ def _find_last(fit_config: Namespace, run_dir_loggers: list[Namespace]) -> Path 
                 candidates += Path(dirpath).glob(_LAST_GLOB)
     if run_dir_loggers:
         candidates += _root(run_dir_loggers[0]).glob(f"*/checkpoints/{_LAST_GLOB}")
-    return _newest(candidates)
+    return newest(candidates)
 
 
-def newest_last_checkpoint(root: str | Path) -> Path | None:
-    """The newest ``last*.ckpt`` anywhere under ``root`` (e.g. ``runs``), or ``None``.
-
-    This is the checkpoint ``fit --ckpt_path last`` continues when the run's logger writes under
-    ``root``; ``play`` and ``export`` take it for ``--ckpt_path last``.
-    """
-    return _newest(Path(root).rglob(_LAST_GLOB))
+def last_checkpoints(root: str | Path) -> list[Path]:
+    """Every ``last*.ckpt`` under ``root``, for ``play`` and ``export`` to choose from."""
+    return sorted(Path(root).rglob(_LAST_GLOB))
 
 
-def _newest(candidates: Iterable[Path]) -> Path | None:
+def newest(candidates: Iterable[Path]) -> Path | None:
+    """The most recently written of ``candidates``, or ``None``."""
     return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
 
 

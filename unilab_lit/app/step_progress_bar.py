@@ -1,4 +1,4 @@
-"""A progress bar that counts global steps, so a resumed run shows where it is."""
+"""A progress bar that counts learner iterations and shows env steps, their rate and the return."""
 
 from __future__ import annotations
 
@@ -8,16 +8,35 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import TQDMProgressBar
 from typing_extensions import override
 
+from unilab_lit.telemetry import metrics as keys
+
+# Shown first, under short names; other progress-bar metrics (APPO's policy lag) follow.
+_LABELS = {keys.ENV_STEPS: "env_steps", keys.TOTAL_FPS: "env_steps/s", keys.MEAN_REWARD: "return"}
+_DESCRIPTION = "Iterations"
+
 
 class StepProgressBar(TQDMProgressBar):
     """``TQDMProgressBar`` over ``global_step`` / ``max_steps`` instead of the epoch's batches.
 
     One trainer step is one learner iteration and the data is endless, so the epoch's batch
     index says little, and a run resumed mid-epoch restarts it at ``1/?``. This bar shows
-    ``137/300`` right after resuming at step 137 (``?`` only without ``max_steps``).
-    ``cli.py`` puts it in place of Lightning's default bar; every argument is
-    ``TQDMProgressBar``'s.
+    ``137/300`` right after resuming at step 137 (``?`` only without ``max_steps``), and is
+    labelled ``Iterations`` rather than by the epoch (a resumed run is not "Epoch 1"). After
+    the counts it shows env steps, env-steps/s and the mean return (as
+    ``callbacks.EpisodeStatsMonitor`` logs them), not the logger's version. ``cli.py`` puts it
+    in place of Lightning's default bar; every argument is ``TQDMProgressBar``'s.
     """
+
+    @override
+    def get_metrics(self, trainer: Trainer, pl_module: LightningModule) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        shown: dict[str, Any] = {
+            label: _compact(metrics.pop(key), key == keys.MEAN_REWARD)
+            for key, label in _LABELS.items()
+            if key in metrics
+        }
+        return {**shown, **metrics}
 
     @property
     @override
@@ -30,9 +49,15 @@ class StepProgressBar(TQDMProgressBar):
         super().on_train_start(trainer, *args)
         self._show_global_step(trainer)
 
+    @property
+    @override
+    def train_description(self) -> str:
+        return _DESCRIPTION
+
     @override
     def on_train_epoch_start(self, trainer: Trainer, *args: Any) -> None:
-        super().on_train_epoch_start(trainer, *args)
+        # Not the parent's: it relabels the bar "Epoch <n>" and redraws it from 0. The one
+        # endless epoch starts right after on_train_start made the bar.
         self._show_global_step(trainer)
 
     @override
@@ -46,5 +71,18 @@ class StepProgressBar(TQDMProgressBar):
         bar = self.train_progress_bar
         total = self.total_train_batches
         bar.total = None if total == float("inf") else total
-        bar.n = trainer.global_step
+        # The rate counts this run's iterations only.
+        bar.n = bar.initial = trainer.global_step
         bar.refresh()
+
+
+def _compact(value: Any, decimals: bool) -> str:
+    """``245.8k`` for 245760, ``1.23M`` for 1230000; a return keeps one decimal."""
+    value = float(value)
+    if decimals:
+        return f"{value:.1f}"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            scaled = value / scale
+            return f"{scaled:.{2 if abs(scaled) < 10 else 1 if abs(scaled) < 100 else 0}f}{suffix}"
+    return f"{value:.0f}"

@@ -19,8 +19,8 @@ import torch
 import yaml
 from lightning.pytorch import LightningModule
 
-from unilab_lit.app.cli_io import one_line
-from unilab_lit.app.resume import newest_last_checkpoint
+from unilab_lit.app.cli_io import find_config, one_line
+from unilab_lit.app.resume import last_checkpoints, newest
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.envs.spec import EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
@@ -58,39 +58,78 @@ class TrainedRun:
             env.close()
 
 
-def resolve_checkpoint(ckpt_path: str | Path, runs_dir: str | Path = "runs") -> Path:
-    """The checkpoint file ``ckpt_path`` names; ``"last"`` is the newest ``last*.ckpt`` under
-    ``runs_dir``, as ``fit --ckpt_path last`` finds it.
+def resolve_checkpoint(ckpt_path: str | Path, run_dir: str | Path = "runs") -> Path:
+    """The checkpoint file ``ckpt_path`` names.
+
+    ``"last"`` is the newest ``last*.ckpt`` under ``run_dir`` (a run, an experiment
+    ``<save_dir>/<name>`` whose versions ``fit --ckpt_path last`` continues, or a directory of
+    experiments), refused when those belong to more than one experiment: the newest file of
+    an unrelated experiment would silently stand in for the one meant.
 
     Raises:
-        RunLoadError: If there is no such file.
+        RunLoadError: If there is no such file, or ``"last"`` is ambiguous (the message lists
+            the run directories to choose from).
     """
-    if str(ckpt_path) == LAST:
-        path = newest_last_checkpoint(runs_dir)
-        if path is None:
-            raise RunLoadError(
-                f"--ckpt_path last: no last*.ckpt under {str(runs_dir)!r}; pass a checkpoint "
-                "path or --runs_dir"
-            )
+    if str(ckpt_path) != LAST:
+        path = Path(ckpt_path)
+        if not path.is_file():
+            raise RunLoadError(f"checkpoint not found: {str(path)!r}")
         return path
-    path = Path(ckpt_path)
-    if not path.is_file():
-        raise RunLoadError(f"checkpoint not found: {str(path)!r}")
+    by_experiment: dict[Path, list[Path]] = {}
+    for candidate in last_checkpoints(run_dir):
+        by_experiment.setdefault(_run_directory(candidate).parent, []).append(candidate)
+    if len(by_experiment) > 1:
+        runs = sorted({str(_run_directory(p)) for found in by_experiment.values() for p in found})
+        raise RunLoadError(
+            f"--ckpt_path last is ambiguous: {len(by_experiment)} experiments under "
+            f"{str(run_dir)!r} have a last checkpoint; pass --run_dir with one of: "
+            + ", ".join(runs)
+        )
+    path = newest(next(iter(by_experiment.values()), []))
+    if path is None:
+        raise RunLoadError(
+            f"--ckpt_path last: no last*.ckpt under {str(run_dir)!r}; pass a checkpoint "
+            "path, --run_dir or --config"
+        )
     return path
 
 
-def load_trained_run(ckpt_path: str | Path, runs_dir: str | Path = "runs") -> TrainedRun:
+def experiment_dir(config: str | Path) -> Path:
+    """``<save_dir>/<name>`` of the first logger with a ``save_dir`` in a fit config (a file or
+    a shipped config's name): where that config's runs write their checkpoints.
+
+    Raises:
+        RunLoadError: If the config cannot be read or names no such logger.
+    """
+    path = Path(find_config(str(config)))
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise RunLoadError(f"cannot read --config {str(config)!r}: {one_line(err)}") from err
+    loggers = _get(loaded if isinstance(loaded, dict) else {}, "trainer", "logger")
+    for logger in loggers if isinstance(loggers, list) else [loggers]:
+        init_args = _get(logger, "init_args")
+        if isinstance(init_args, dict) and init_args.get("save_dir") is not None:
+            return Path(init_args["save_dir"]) / str(init_args.get("name") or "")
+    raise RunLoadError(f"--config {str(config)!r} names no logger save_dir; pass --run_dir")
+
+
+def load_trained_run(
+    ckpt_path: str | Path, run_dir: str | Path = "runs", config: str | Path | None = None
+) -> TrainedRun:
     """Rebuild the algorithm module and its task from a checkpoint.
 
     Args:
         ckpt_path: A checkpoint file, or ``"last"`` (see :func:`resolve_checkpoint`).
-        runs_dir: Where ``"last"`` is looked for.
+        run_dir: Where ``"last"`` is looked for.
+        config: A fit config whose logger directory (:func:`experiment_dir`) replaces
+            ``run_dir``.
 
     Raises:
-        RunLoadError: If the checkpoint is missing or unreadable, or neither it nor a
-            ``config.yaml`` in its run directory says which model and task it belongs to.
+        RunLoadError: If the checkpoint is missing, ambiguous or unreadable, or neither it nor
+            a ``config.yaml`` in its run directory says which model and task it belongs to.
     """
-    path = resolve_checkpoint(ckpt_path, runs_dir)
+    path = resolve_checkpoint(ckpt_path, run_dir if config is None else experiment_dir(config))
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
@@ -126,6 +165,13 @@ def load_trained_run(ckpt_path: str | Path, runs_dir: str | Path = "runs") -> Tr
         task=TaskSpec.of(task),
         checkpoint=path,
         global_step=int(checkpoint.get("global_step", 0)),
+    )
+
+
+def _run_directory(checkpoint: Path) -> Path:
+    # ModelCheckpoint writes into <run>/checkpoints unless given a dirpath.
+    return (
+        checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
     )
 
 

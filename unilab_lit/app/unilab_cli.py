@@ -5,18 +5,25 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
 from jsonargparse import ActionConfigFile
-from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities import rank_zero
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
+from unilab_lit.algos.appo import APPO
+from unilab_lit.algos.fast_sac import FastSAC
+from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.app import export, play
 from unilab_lit.app.checkpoint_io import CheckpointWriteError
+from unilab_lit.app.cli_io import find_config
 from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.app.resume import (
     DATA_SIZES,
@@ -27,16 +34,29 @@ from unilab_lit.app.resume import (
     resolve_checkpoint,
 )
 from unilab_lit.app.step_progress_bar import StepProgressBar
+from unilab_lit.data.replay import ReplayDataModule
+from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.telemetry.metrics import ENV_STEPS, EVAL_MEAN_REWARD, MEAN_REWARD
 
 log = logging.getLogger(__name__)
 # Exit status of a run stopped by SIGTERM / SIGUSR1 (the shell's 128 + SIGTERM).
 SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+# Imported here so that jsonargparse knows them by name: ``--model.help APPO`` and
+# ``--data.help RolloutDataModule`` work and ``--help`` lists them.
+_ALGORITHMS = (APPO, FastTD3, FastSAC)
+_DATA_MODULES = (RolloutDataModule, ReplayDataModule)
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
+_DESCRIPTION = (
+    "Asynchronous reinforcement learning on batched MuJoCo with Lightning. "
+    f"Algorithms (--model): {', '.join(c.__name__ for c in _ALGORITHMS)}. "
+    f"Data modules (--data): {', '.join(c.__name__ for c in _DATA_MODULES)}. "
+    "`fit --model.help APPO` lists an algorithm's options."
+)
 
 
 def _policy_obs_size(spec: EnvSpec) -> int:
@@ -64,12 +84,79 @@ def _show_library_info() -> None:
             logger.setLevel(logging.INFO)
 
 
+# Lightning's warnings that do not apply to these runs, each by the start of its message.
+_NOT_APPLICABLE_WARNINGS = (
+    # The algorithms take ``dataloader_iter`` deliberately (no one-batch prefetch).
+    "You are using the `dataloader_iter` step flavor",
+    "Found `dataloader_iter`",
+    # The algorithms optimise manually and a checkpoint is meant to hold the updated weights.
+    "Using ModelCheckpoint with manual optimization and every_n_train_steps",
+    # Lightning's own use of torch's pytree API, deprecated in newer torch; nothing to act on.
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+)
+_LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
+
+
+class _DropLitLoggerTip(logging.Filter):
+    """Drops Lightning's advertisement for its cloud logger, logged at every ``Trainer`` start."""
+
+    @override
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_LITLOGGER_TIP)
+
+
+def _hide_lightning_notes() -> None:
+    for message in _NOT_APPLICABLE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    # Lightning's rank_zero_info logs through the logger named after this module.
+    tips = logging.getLogger(rank_zero.__name__)
+    if not any(isinstance(f, _DropLitLoggerTip) for f in tips.filters):
+        tips.addFilter(_DropLitLoggerTip())
+
+
 def _root_message(err: BaseException) -> str:
     while err.__cause__ is not None:
         err = err.__cause__
     if isinstance(err, KeyError) and err.args:
         return str(err.args[0])
     return str(err)
+
+
+def _run_summary(trainer: Trainer, wall_s: float) -> str:
+    metrics = trainer.callback_metrics
+
+    def figure(key: str, absent: str) -> str:
+        return f"{float(metrics[key]):.1f}" if key in metrics else absent
+
+    env_steps = f"{int(metrics[ENV_STEPS]):,}" if ENV_STEPS in metrics else "not counted"
+    checkpoint = trainer.checkpoint_callback
+    last = (checkpoint.last_model_path or checkpoint.best_model_path) if checkpoint else ""
+    lines = [
+        "run summary",
+        f"  iterations     {trainer.global_step:,}",
+        f"  env steps      {env_steps}",
+        f"  wall-clock     {wall_s:,.1f} s",
+        f"  Train return   {figure(MEAN_REWARD, 'no episode finished')}",
+        f"  Eval return    {figure(EVAL_MEAN_REWARD, 'not evaluated (no PolicyEvaluator)')}",
+        f"  checkpoints    {checkpoint.dirpath if checkpoint else 'none (checkpointing is off)'}",
+        f"  logs           {trainer.log_dir}",
+    ]
+    if last:
+        lines += [
+            f"  play           python -m {play.__name__} --ckpt_path {last}",
+            f"  export         python -m {export.__name__} --ckpt_path {last} --output policy.onnx",
+        ]
+    return "\n".join(lines)
+
+
+class _ConfigFile(ActionConfigFile):
+    """``--config``: a file, or the name of a shipped config (:func:`~unilab_lit.app.cli_io.find_config`)."""
+
+    @override
+    def __call__(
+        self, parser: Any, cfg: Any, values: Any, option_string: str | None = None
+    ) -> None:
+        super().__call__(parser, cfg, find_config(values), option_string)
 
 
 class _OneLineErrorParser(LightningArgumentParser):
@@ -104,19 +191,17 @@ class UnilabCLI(LightningCLI):
     or mistyped key (with the closest valid key), a YAML syntax error (file and line), a
     constructor's validation error, a checkpoint that does not fit, a memory plan that does
     not fit. A run stopped by SIGTERM / SIGUSR1 (``callbacks.InterruptGuard``) exits with
-    status 143 after its last checkpoint.
+    status 143 after its last checkpoint. A finished ``fit`` logs one summary: iterations, env
+    steps, wall-clock, the last Train and Eval returns, the checkpoint and log directories and
+    the ``play`` / ``export`` commands for its last checkpoint. ``fit`` is the only subcommand,
+    and ``--config`` also takes a shipped config's name (``appo.yaml``).
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
-        # The algorithms take ``dataloader_iter`` deliberately (no one-batch prefetch, see
-        # README); Lightning's "experimental" notice about it would greet every run.
-        for message in (
-            "You are using the `dataloader_iter` step flavor",
-            "Found `dataloader_iter`",
-        ):
-            warnings.filterwarnings("ignore", message=message, category=UserWarning)
+        _hide_lightning_notes()
         _show_library_info()
         self._resume_from: tuple[Path, dict[str, Any]] | None = None
+        self._fit_began = time.monotonic()
         try:
             super().__init__(
                 LightningModule,
@@ -124,6 +209,8 @@ class UnilabCLI(LightningCLI):
                 subclass_mode_model=True,
                 subclass_mode_data=True,
                 save_config_kwargs={"overwrite": True},
+                # The algorithms build their own optimizers (``optimizer`` of each algorithm).
+                auto_configure_optimizers=False,
                 args=args,
                 run=run,
             )
@@ -133,11 +220,23 @@ class UnilabCLI(LightningCLI):
         except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
             raise SystemExit(f"error: {err}") from None
 
+    @staticmethod
+    @override
+    def subcommands() -> dict[str, set[str]]:
+        """Only ``fit``: validation, test and prediction loops have no meaning for these
+        modules (a trained policy is evaluated by ``callbacks.PolicyEvaluator`` and
+        ``python -m unilab_lit.app.play``)."""
+        return {"fit": LightningCLI.subcommands()["fit"]}
+
     @override
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        kwargs.setdefault("description", _DESCRIPTION)
         parser = _OneLineErrorParser(**kwargs)
         parser.add_argument(
-            "-c", "--config", action=ActionConfigFile, help="Path to a configuration file in yaml."
+            "-c",
+            "--config",
+            action=_ConfigFile,
+            help="A YAML config file, or the name of a shipped one (appo.yaml, fast_td3.yaml, ...).",
         )
         return parser
 
@@ -177,6 +276,7 @@ class UnilabCLI(LightningCLI):
 
     @override
     def before_fit(self) -> None:
+        self._fit_began = time.monotonic()
         if self._resume_from is None:
             return
         path, checkpoint = self._resume_from
@@ -186,6 +286,11 @@ class UnilabCLI(LightningCLI):
             check_checkpoint_matches(path, checkpoint, expected)
         except CheckpointMismatchError as err:
             raise SystemExit(f"error: {err}") from None
+
+    def after_fit(self) -> None:
+        """Log one summary of the run: how far it got, its returns, where it wrote, what next."""
+        if self.trainer.is_global_zero:
+            log.info("%s", _run_summary(self.trainer, time.monotonic() - self._fit_began))
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load

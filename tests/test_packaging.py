@@ -1,0 +1,66 @@
+"""A non-editable install: the ``unilab-lit`` console script, the shipped configs, the license."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import venv
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import REPO
+
+# What a wheel is built from; a copy keeps build/ and *.egg-info out of the checkout.
+_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "unilab_lit", "callbacks", "configs")
+
+
+def _installed_venv(tmp_path: Path) -> Path:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in _SOURCES:
+        if (REPO / name).is_dir():
+            ignore = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(REPO / name, source / name, symlinks=True, ignore=ignore)
+        else:
+            shutil.copy2(REPO / name, source / name)
+    env_dir = tmp_path / "venv"
+    # torch, Lightning, pip and setuptools come from this interpreter: nothing is downloaded.
+    venv.create(env_dir, system_site_packages=True)
+    subprocess.run(
+        [env_dir / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps",
+         "--no-build-isolation", "--no-index", str(source)],
+        check=True, capture_output=True, timeout=240,
+    )  # fmt: skip
+    return env_dir
+
+
+def test_installed_console_script_finds_a_shipped_config_by_name_from_an_empty_directory(
+    tmp_path,
+):
+    env_dir = _installed_venv(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    printed = subprocess.run(
+        [env_dir / "bin" / "unilab-lit", "fit", "--config", "appo.yaml", "--print_config"],
+        cwd=empty, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.stderr[-4000:]
+    config = yaml.safe_load(printed.stdout)
+    assert config["model"]["class_path"] == "unilab_lit.algos.appo.APPO"
+    assert config["data"]["init_args"]["collector"]["task"] == "CartpoleSwingup"
+
+    # The package and its configs come from the venv, not from this checkout.
+    located = subprocess.run(
+        [env_dir / "bin" / "python", "-c",
+         "import unilab_lit.app.cli_io as m; print(m.find_config('appo.yaml'))"],
+        cwd=empty, env=env, capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    shipped = Path(located.stdout.strip())
+    assert shipped.is_file() and env_dir in shipped.parents
+    licenses = list(
+        (env_dir / "lib").glob("python*/site-packages/unilab_lit-*.dist-info/**/LICENSE")
+    )
+    assert licenses and "Apache License" in licenses[0].read_text()
