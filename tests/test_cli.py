@@ -34,10 +34,16 @@ SMOKE_OVERRIDES = [
 ]
 
 
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> CliRun:
-    """Run ``cli.py`` to completion; the pid lets a test find the segments it created."""
+def run_cli(
+    args: list[str],
+    env: dict[str, str],
+    timeout: float = 240,
+    script: tuple[str, ...] = ("cli.py",),
+) -> CliRun:
+    """Run ``cli.py`` (or another ``script``: a path, or ``-c`` and code) to completion; the pid
+    lets a test find the segments it created."""
     with subprocess.Popen(
-        [sys.executable, "cli.py", *args],
+        [sys.executable, *script, *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

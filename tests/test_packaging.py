@@ -50,7 +50,7 @@ def test_installed_console_script_finds_a_shipped_config_by_name_from_an_empty_d
     assert printed.returncode == 0, printed.stderr[-4000:]
     config = yaml.safe_load(printed.stdout)
     assert config["model"]["class_path"] == "unilab_lit.algos.appo.APPO"
-    assert config["data"]["init_args"]["collector"]["task"] == "CartpoleSwingup"
+    assert config["data"]["init_args"]["collector"]["task"]["class_path"] == "CartpoleSwingup"
 
     # The package and its configs come from the venv, not from this checkout.
     located = subprocess.run(

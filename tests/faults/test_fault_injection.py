@@ -241,20 +241,24 @@ def appo_checkpoint(tmp_path_factory) -> Path:
     return last
 
 
+def _refusal(args: list[str]) -> str:
+    """The one line a refused ``cli.py`` run ends with (exit status 1, no traceback)."""
+    result = run_cli(args, dict(os.environ), timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
 def test_checkpoint_of_another_model_and_task_is_refused_in_one_line(appo_checkpoint, tmp_path):
-    result = run_cli(
+    line = _refusal(
         [
             "fit",
             "--config",
             "configs/fast_sac.yaml",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             f"--ckpt_path={appo_checkpoint}",
-        ],
-        dict(os.environ),
-        timeout=120,
+        ]
     )
-    assert result.returncode == 1
-    line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: checkpoint {appo_checkpoint} was written by another config")
     assert (
         "model class unilab_lit.algos.appo.APPO in the checkpoint, "
@@ -267,30 +271,23 @@ def test_truncated_checkpoint_is_refused_naming_its_path(appo_checkpoint, tmp_pa
     truncated = tmp_path / "truncated.ckpt"
     data = appo_checkpoint.read_bytes()
     truncated.write_bytes(data[: len(data) // 2])
-    result = run_cli(
+    line = _refusal(
         [
             "fit",
             "--config",
             "configs/appo.yaml",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             f"--ckpt_path={truncated}",
-        ],
-        dict(os.environ),
-        timeout=120,
+        ]
     )
-    assert result.returncode == 1
-    assert (
-        result.stderr.strip()
-        .splitlines()[-1]
-        .startswith(f"error: checkpoint {truncated} cannot be read")
-    )
+    assert line.startswith(f"error: checkpoint {truncated} cannot be read")
 
 
 def test_resume_with_other_data_sizes_is_refused_in_one_line_before_the_run_directory(
     appo_checkpoint, tmp_path
 ):
     runs = tmp_path / "runs"
-    result = run_cli(
+    line = _refusal(
         [
             "fit",
             "--config",
@@ -300,36 +297,26 @@ def test_resume_with_other_data_sizes_is_refused_in_one_line_before_the_run_dire
             "--data.init_args.num_steps=16",
             f"--trainer.logger.init_args.save_dir={runs}",
             f"--ckpt_path={appo_checkpoint}",
-        ],
-        dict(os.environ),
-        timeout=120,
+        ]
     )
-    assert result.returncode == 1
-    line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: checkpoint {appo_checkpoint} was written by another config")
     assert "num_envs 16 in the checkpoint, 32 in the config" in line
     assert "num_steps 8 in the checkpoint, 16 in the config" in line
-    assert "Traceback" not in result.stderr
     assert not runs.exists(), "the run directory was created"
 
 
 def test_checkpoint_that_does_not_load_weights_only_is_refused_in_one_line(tmp_path):
     foreign = tmp_path / "foreign.ckpt"
     torch.save({"state_dict": {}, "args": argparse.Namespace(lr=0.1)}, foreign)
-    result = run_cli(
+    line = _refusal(
         [
             "fit",
             "--config",
             "configs/appo.yaml",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             f"--ckpt_path={foreign}",
-        ],
-        dict(os.environ),
-        timeout=120,
+        ]
     )
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    line = result.stderr.strip().splitlines()[-1]
     assert line == (
         f"error: checkpoint {foreign} does not load weights-only (it holds "
         "argparse.Namespace), so it was not written by this trainer; pass another --ckpt_path"

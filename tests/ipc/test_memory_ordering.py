@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
-from tests.test_cli import CliRun, assert_no_leftovers
+from tests.test_cli import assert_no_leftovers, run_cli
 from unilab_lit.ipc import ShmBlock, list_segments
 from unilab_lit.ipc.block import UnsupportedCPUError, check_memory_ordering
 
@@ -46,16 +43,9 @@ def test_no_block_is_created_on_a_weakly_ordered_cpu(monkeypatch):
 
 def test_cli_fit_on_a_weakly_ordered_cpu_exits_1_with_one_line(marked_env):
     env, mark = marked_env
-    with subprocess.Popen(
-        [sys.executable, "-c", _CLI_ON_AARCH64, "fit", "--config", "configs/appo.yaml"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        stdout, stderr = proc.communicate(timeout=240)
-    run = CliRun(proc.pid, proc.returncode, stdout, stderr)
+    run = run_cli(
+        ["fit", "--config", "configs/appo.yaml"], env, timeout=240, script=("-c", _CLI_ON_AARCH64)
+    )
     assert run.returncode == 1
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("error: unilab_lit's shared-memory transport supports x86-64 CPUs only")
