@@ -62,7 +62,7 @@ def plot(log_dirs: list[str], labels: list[str], out: Path) -> None:
             ax.set_ylabel("return")
             ax.set_title(label)
             ax.grid(alpha=0.3)
-        by_steps.legend(loc="lower right")
+        by_steps.legend(loc="upper left")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
