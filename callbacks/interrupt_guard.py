@@ -131,8 +131,12 @@ class InterruptGuard(Callback):
         )
 
     def _uninstall(self) -> None:
+        ours = {self._on_sigint, self._on_sigterm}
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            # After a termination Lightning's teardown (before ``on_fit_end``) already put the
+            # pre-fit handlers back; its own must not come back after them.
+            if signal.getsignal(signum) in ours:
+                signal.signal(signum, previous)
         if self._previous:
             ownership.set_graceful_sigterm(False)
         self._previous = {}
