@@ -22,26 +22,29 @@ log = logging.getLogger(__name__)
 class InterruptGuard(Callback):
     """Turns a stop signal during training into a stop after the current iteration.
 
-    - **SIGINT** (Ctrl-C): sets ``trainer.should_stop``; the iteration finishes, the epoch
-      ends, ``callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` at that step (the
-      collector's state included), the data module stops the collector and unlinks its shared
-      memory, and ``fit`` returns (exit status 0). A second SIGINT interrupts at once through
-      Lightning's own path (which also stops the collector). Under DDP the ranks agree after
-      every iteration whether any of them was interrupted, so all stop after the same one.
-    - **SIGTERM** (a scheduler's preemption): logs, then hands the signal to Lightning's own
-      handler, which lets the iteration finish and raises ``SIGTERMException`` after it;
-      ``StopCheckpoint`` writes ``last.ckpt`` at that step from ``on_exception``, the data module
-      stops the collector, and ``cli.py`` exits with status 143. Without this callback the
-      shared-memory safety net (``unilab_lit.ipc.ownership``), which Lightning calls after its
-      own handler, would kill the process at once.
-    - **SIGUSR1** (SLURM's ``--signal=USR1@<seconds>`` warning): handled like SIGTERM, unless
-      Lightning handles it (``SLURMEnvironment(auto_requeue=True)``), which then saves its own
-      checkpoint and requeues the job.
+    The signal handlers only set a flag (no collective, no checkpoint inside a handler). After
+    every iteration the ranks agree through ``unilab_lit.distributed.any_rank`` whether any of
+    them was signalled, so under DDP all stop after the same iteration, whichever rank the signal
+    reached; in one process the agreement is the flag itself.
 
-    The handlers are installed in ``on_train_start`` (after Lightning's) and the previous ones
-    are put back when training ends, fails or is torn down; a signal before training (collector
-    start-up) takes Lightning's or the default path. Without effect outside the main thread,
-    where Python delivers no signals.
+    - **SIGINT** (Ctrl-C): training ends normally after the iteration;
+      ``callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` at that step (every
+      rank's collector state included), the data module stops the collector and unlinks its
+      shared memory, and ``fit`` returns (exit status 0). A second SIGINT interrupts at once
+      through Lightning's own path (which also stops the collector).
+    - **SIGTERM** (a scheduler's preemption) and **SIGUSR1** (SLURM's
+      ``--signal=USR1@<seconds>`` warning): the same stop, then ``SIGTERMException`` is raised
+      from ``on_fit_end``, once ``last.ckpt`` is written; the data module stops the collector and
+      ``unilab_lit.app.unilab_cli`` exits with status 143. Training ends through the normal path
+      rather than Lightning's exception path so that the checkpoint gathers every rank's state
+      (``unilab_lit.algos.data_parallel``). SIGUSR1 is left to Lightning when it handles it
+      (``SLURMEnvironment(auto_requeue=True)``).
+
+    The handlers are installed in ``on_train_start`` (after Lightning's, whose SIGTERM handler
+    would broadcast from inside the handler) and the previous ones are put back when training
+    ends, fails or is torn down; a repeated signal during the last checkpoint's write is
+    ignored. A signal before training (collector start-up) takes Lightning's or the default
+    path. Without effect outside the main thread, where Python delivers no signals.
     """
 
     def __init__(self) -> None:
@@ -52,11 +55,11 @@ class InterruptGuard(Callback):
 
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.interrupted = False
+        self.terminated = False
         if threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer
-        self.interrupted = False
-        self.terminated = False
         handlers: dict[signal.Signals, Any] = {
             signal.SIGINT: self._on_sigint,
             signal.SIGTERM: self._on_sigterm,
@@ -71,27 +74,31 @@ class InterruptGuard(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        # Under DDP a Ctrl-C reaches the ranks at different moments; every rank must stop after
-        # the same iteration, or the others wait in the next one's collectives.
-        if distributed.any_rank(self.interrupted):
-            trainer.should_stop = True
+        # Every rank enters the same collectives here, once per iteration: one while running,
+        # a second only once some rank asks to stop (was it a termination?).
+        if not distributed.any_rank(self.interrupted or self.terminated):
+            return
+        self.terminated = distributed.any_rank(self.terminated)
+        self.interrupted = not self.terminated
+        trainer.should_stop = True
 
     @override
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # After a termination our handlers stay until ``on_fit_end``: the checkpoint callbacks
+        # write last.ckpt after this hook, and a repeated SIGTERM must not kill that write.
+        if not self.terminated:
+            self._uninstall()
+
+    @override
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._uninstall()
+        if self.terminated:
+            raise SIGTERMException
 
     @override
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        if isinstance(exception, SIGTERMException):
-            # ``StopCheckpoint`` writes last.ckpt after this hook: a repeated SIGTERM must not
-            # kill the process mid-write, so our handler stays and ignores it from now on.
-            # Lightning puts the pre-fit handlers back in its teardown, right after.
-            self._trainer = None
-            self._previous = {}
-            ownership.set_graceful_sigterm(False)
-            return
         self._uninstall()
 
     @override
@@ -104,8 +111,6 @@ class InterruptGuard(Callback):
             self._uninstall()
             raise KeyboardInterrupt
         self.interrupted = True
-        if not distributed.is_distributed():
-            self._trainer.should_stop = True
         log.warning(
             "SIGINT at step %d: training stops after this iteration and writes last.ckpt at "
             "the stop step (resume with --ckpt_path last); press Ctrl-C again to abort at once",
@@ -114,28 +119,24 @@ class InterruptGuard(Callback):
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         trainer = self._trainer
-        if trainer is None:
+        if trainer is None or self.terminated:
             return
-        if not self.terminated:
-            self.terminated = True
-            log.warning(
-                "%s at step %d: training stops after this iteration, writes last.ckpt at the "
-                "stop step and exits with status %d (resume with --ckpt_path last)",
-                signal.Signals(signum).name,
-                trainer.global_step,
-                SIGTERM_EXIT_STATUS,
-            )
-        lightning_handler = self._previous.get(signal.SIGTERM)
-        if callable(lightning_handler):
-            # Lightning's notifier: raises SIGTERMException once the iteration is done (and in
-            # DDP tells every rank to stop at the same iteration).
-            lightning_handler(signal.SIGTERM, frame)
-        else:
-            trainer.should_stop = True
+        self.terminated = True
+        log.warning(
+            "%s at step %d: training stops after this iteration, writes last.ckpt at the "
+            "stop step and exits with status %d (resume with --ckpt_path last)",
+            signal.Signals(signum).name,
+            trainer.global_step,
+            SIGTERM_EXIT_STATUS,
+        )
 
     def _uninstall(self) -> None:
+        ours = {self._on_sigint, self._on_sigterm}
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+            # After a termination Lightning's teardown (before ``on_fit_end``) already put the
+            # pre-fit handlers back; its own must not come back after them.
+            if signal.getsignal(signum) in ours:
+                signal.signal(signum, previous)
         if self._previous:
             ownership.set_graceful_sigterm(False)
         self._previous = {}

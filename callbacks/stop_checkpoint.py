@@ -26,10 +26,11 @@ class StopCheckpoint(ModelCheckpoint):
     ``--ckpt_path last`` silently resumes 31 iterations back. This subclass writes ``last`` at
     the stop step on every stop between iterations:
 
-    - the end of training (``max_steps``, Ctrl-C through ``callbacks.InterruptGuard``, early
-      stopping);
+    - the end of training (``max_steps``, Ctrl-C, SIGTERM or SIGUSR1 through
+      ``callbacks.InterruptGuard``, early stopping);
     - Lightning's ``SIGTERMException``, raised once the iteration during which SIGTERM arrived
-      has finished (preemption; see ``InterruptGuard``).
+      has finished (without ``InterruptGuard``; one process only, since the exception path
+      gathers no per-rank state).
 
     Any other exception keeps Lightning's behaviour (``save_on_exception``). Without a
     ``filename``, checkpoints are named by the learner iteration alone (``step=300.ckpt``):

@@ -4,8 +4,10 @@ Run as a script (Lightning's DDP launcher re-runs this file for rank 1):
     python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--ckpt PATH]
         [--kill-collector-rank R] [--max-env-steps B]
 Each rank writes ``OUT_DIR/rank<r>.pt``: its module state, optimizer states, the raw policy
-observations its normaliser folded in, its data module's env-step counter and, on rank 0, the
-logged ``Train/env_steps``. ``--kill-collector-rank`` SIGKILLs that rank's collector after its
+observations its normaliser folded in, its data module's env-step counter, on rank 0 the logged
+``Train/env_steps``, and what it resumed from (the step and env-step counter at the start of
+training, the rank whose callback state it restored). A job stopped by SIGTERM exits with
+status 143, as ``unilab_lit.app.unilab_cli`` does. ``--kill-collector-rank`` SIGKILLs that rank's collector after its
 second iteration (the job must end with that rank's error). ``--max-env-steps`` adds an
 ``EnvStepBudget`` of ``B`` env steps.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -38,6 +41,7 @@ from tests.test_resume import _build as build_appo  # noqa: E402
 from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
 from unilab_lit.algos.appo import APPO  # noqa: E402
 from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
+from unilab_lit.app.unilab_cli import SIGTERM_EXIT_STATUS  # noqa: E402
 from unilab_lit.telemetry import metrics  # noqa: E402
 
 
@@ -75,6 +79,18 @@ class Recorder(Callback):
         self.out_dir = out_dir
         self.kill_collector_rank = kill_collector_rank
         self.obs: list[torch.Tensor] = []
+        self.restored_rank: int | None = None
+        self.start: tuple[int, int] | None = None
+
+    def state_dict(self) -> dict:
+        # Rank-local callback state: a resumed rank must get back its own.
+        return {"rank": self.rank}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.restored_rank = state_dict["rank"]
+
+    def setup(self, trainer, pl_module, stage) -> None:
+        self.rank = trainer.global_rank
 
     def on_fit_start(self, trainer, pl_module) -> None:
         update = pl_module.obs_normalizer.update
@@ -86,6 +102,9 @@ class Recorder(Callback):
         pl_module.obs_normalizer.update = recording_update
         pids = {"rank": os.getpid(), "collector": trainer.datamodule.session.process.pid}
         torch.save(pids, self.out_dir / f"pids{trainer.global_rank}.pt")
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.start = (trainer.global_step, trainer.datamodule.feed.env_steps)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step == 1:
@@ -103,6 +122,8 @@ class Recorder(Callback):
             "env_steps": trainer.datamodule.feed.env_steps,
             "logged_env_steps": None if logged is None else float(logged),
             "global_step": trainer.global_step,
+            "start": self.start,
+            "restored_rank": self.restored_rank,
         }
         torch.save(record, self.out_dir / f"rank{trainer.global_rank}.pt")
 
@@ -151,7 +172,10 @@ def main() -> None:
         enable_checkpointing=bool(args.checkpoint_every),
         callbacks=callbacks,
     )
-    trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
+    try:
+        trainer.fit(model, datamodule=data, ckpt_path=args.ckpt)
+    except SIGTERMException:
+        raise SystemExit(SIGTERM_EXIT_STATUS) from None
 
 
 if __name__ == "__main__":

@@ -208,3 +208,40 @@ def test_sigint_stops_every_rank_after_the_same_iteration_and_leaves_nothing(
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()
     pids = [torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)]
     _assert_job_left_nothing(pids, mark)
+
+
+def test_sigterm_to_one_rank_stops_every_rank_with_a_checkpoint_of_both_that_resumes(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    stopped = tmp_path / "stopped"
+    command = [sys.executable, str(JOB), "appo", str(stopped), "--steps", "100000"]
+    command += ["--checkpoint-every", "100000"]
+    with subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        deadline = time.monotonic() + 180
+        while not all((stopped / f"trained{r}").exists() for r in (0, 1)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        # Rank 1 alone, as a node's scheduler might: rank 0 learns of it only by agreement.
+        os.kill(torch.load(stopped / "pids1.pt")["rank"], signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 143, stderr[-4000:]
+    rank0, rank1 = _records(stopped)
+    assert rank0["global_step"] == rank1["global_step"] >= 1
+    assert _identical(rank0["state"], rank1["state"])
+    last = torch.load(stopped / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == rank0["global_step"]
+    states = last["rank_states"]["states"]
+    assert [s["callbacks"]["Recorder"] for s in states] == [{"rank": 0}, {"rank": 1}]
+    _assert_job_left_nothing([torch.load(stopped / f"pids{r}.pt") for r in (0, 1)], mark)
+
+    resumed = tmp_path / "resumed"
+    steps = str(rank0["global_step"] + 1)
+    ranks = _fit(
+        "appo", resumed, env, "--steps", steps, "--ckpt", str(stopped / "checkpoints" / "last.ckpt")
+    )
+    for rank, (before, after) in enumerate(zip((rank0, rank1), ranks, strict=True)):
+        assert after["start"] == (before["global_step"], before["env_steps"])
+        assert after["restored_rank"] == rank
