@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
 import yaml
 
 from callbacks import (
@@ -28,7 +29,7 @@ from tests.faults.test_fault_injection import (
     _start_training,
 )
 from tests.test_cli import CliRun, assert_no_leftovers
-from unilab_lit.app.unilab_cli import DEFAULT_CALLBACKS, UnilabCLI
+from unilab_lit.app.unilab_cli import DEFAULT_CALLBACKS, SIGTERM_EXIT_STATUS, UnilabCLI
 
 MINIMAL_CONFIG = """\
 model:
@@ -111,21 +112,16 @@ def test_shipped_configs_list_only_callbacks_they_change():
             assert defaults.get(callback["class_path"]) != init_args, (path.name, callback)
 
 
-def test_minimal_config_writes_last_at_the_ctrl_c_step(tmp_path, marked_env):
+@pytest.mark.parametrize(
+    ("signum", "exit_status"), [(signal.SIGINT, 0), (signal.SIGTERM, SIGTERM_EXIT_STATUS)]
+)
+def test_minimal_config_writes_last_at_the_stop_step_on_ctrl_c_and_sigterm(
+    signum, exit_status, tmp_path, marked_env
+):
     env, mark = marked_env
     proc = _start_training(_minimal_config(tmp_path), APPO_TINY, env, tmp_path, 3)
-    returncode = _signal_group_and_wait(proc, signal.SIGINT)
+    returncode = _signal_group_and_wait(proc, signum)
     stderr = (tmp_path / "stderr").read_text()
-    assert returncode == 0, stderr[-4000:]
-    assert _last_checkpoint(tmp_path / "runs")["global_step"] == read_step(tmp_path / "step")
-    assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
-
-
-def test_minimal_config_exits_143_with_last_checkpoint_on_sigterm(tmp_path, marked_env):
-    env, mark = marked_env
-    proc = _start_training(_minimal_config(tmp_path), APPO_TINY, env, tmp_path, 3)
-    returncode = _signal_group_and_wait(proc, signal.SIGTERM)
-    stderr = (tmp_path / "stderr").read_text()
-    assert returncode == 143, stderr[-4000:]
+    assert returncode == exit_status, stderr[-4000:]
     assert _last_checkpoint(tmp_path / "runs")["global_step"] == read_step(tmp_path / "step")
     assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
