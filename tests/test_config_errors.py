@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from unilab_lit.app.config_errors import check_yaml_files, config_files, summarize
+from tests.conftest import REPO
+from unilab_lit.app.config_errors import (
+    PREFIX,
+    check_yaml_files,
+    closest,
+    config_files,
+    moved,
+    summarize,
+)
+from unilab_lit.app.unilab_cli import UnilabCLI
 
 _UNION = """Parser key "{group}":
   Does not validate against any of the Union subtypes
@@ -53,3 +63,60 @@ def test_yaml_syntax_error_names_file_line_and_column(tmp_path):
     broken.write_text("model:\n  init_args: [1, 2\n")
     with pytest.raises(SystemExit, match=rf"^error: invalid config: {broken}, line 3, column 1: "):
         check_yaml_files(config_files(["fit", "--config", str(broken)]))
+
+
+@pytest.mark.parametrize(
+    ("config", "old", "new"),
+    [
+        ("appo.yaml", "model.init_args.learning_rate", "model.init_args.optimizer.init_args.lr"),
+        ("appo.yaml", "data.init_args.task", "data.init_args.collector.task"),
+        ("appo.yaml", "data.init_args.num_envs", "data.init_args.collector.num_envs"),
+        ("appo.yaml", "data.init_args.physics_threads", "data.init_args.collector.physics_threads"),
+        ("appo.yaml", "data.init_args.task_kwargs", "data.init_args.collector.task: {class_path"),
+        ("appo.yaml", "data.init_args.collector.task_kwargs", "data.init_args.collector.task: {"),
+        ("fast_td3.yaml", "model.init_args.gamma", "model.init_args.offpolicy.gamma"),
+        ("fast_td3.yaml", "model.init_args.tau", "model.init_args.offpolicy.tau"),
+        (
+            "fast_td3.yaml",
+            "model.init_args.critic_learning_rate",
+            "model.init_args.critic_optimizer.init_args.lr",
+        ),
+        (
+            "fast_sac.yaml",
+            "model.init_args.temperature_learning_rate",
+            "model.init_args.temperature_optimizer.init_args.lr",
+        ),
+    ],
+)
+def test_previous_release_key_is_refused_in_one_line_naming_the_new_key(
+    config, old, new, tmp_path, capsys
+):
+    shipped = yaml.safe_load((REPO / "configs" / config).read_text())
+    section = shipped
+    *parents, leaf = old.split(".")
+    for name in parents:
+        section = section[name]
+    section[leaf] = {"scale": 1.0} if leaf == "task_kwargs" else 1
+    path = tmp_path / config
+    path.write_text(yaml.safe_dump(shipped))
+    with pytest.raises(SystemExit) as stop:
+        UnilabCLI(args=["--config", str(path)], run=False)
+    line = str(stop.value)
+    assert line.startswith(f"{PREFIX}{old}: moved to {new}")
+    assert line.endswith(" in this release")
+    assert "\n" not in line
+    assert capsys.readouterr().err == ""
+
+
+def test_did_you_mean_is_a_typo_away_never_another_option():
+    assert closest("gama", ["gamma", "lam"]) == "; did you mean gamma?"
+    assert closest("trainer.max_stpes", ["trainer.max_steps"]) == (
+        "; did you mean trainer.max_steps?"
+    )
+    assert closest("learning_rate", ["min_learning_rate", "max_learning_rate"]) == ""
+
+
+def test_appo_gamma_is_not_a_moved_key():
+    # APPO keeps gamma: only a class whose arguments hold the new key's home is pointed there.
+    assert moved("model.init_args.gamma", "unilab_lit.algos.appo.APPO") is None
+    assert moved("model.init_args.gamma", "unilab_lit.algos.fast_td3.FastTD3") is not None

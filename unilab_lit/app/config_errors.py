@@ -4,7 +4,8 @@ jsonargparse reports a misspelled or mistyped key inside its union-resolution re
 with the usage text, the useful line in the middle and ``NestedArg(...)`` noise at the end), and a
 YAML syntax error as ``in "<unicode string>", line 4`` without the file. :func:`summarize` turns
 such a report into one line that names the key, what was expected and, for a misspelled key, the
-closest valid one; :func:`check_yaml_files` names the file and line of a syntax error.
+closest valid one; :func:`check_yaml_files` names the file and line of a syntax error. A key of
+the previous release that moved (:data:`MOVED_KEYS`) is refused in one line naming its new key.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _EXPECTED = re.compile(
 # A registered type's own one-line reason (``unilab_lit.envs.task_spec.TaskSpec``'s).
 _NOT_OF_TYPE = re.compile(r"Parser key \"(?P<key>[\w.]+)\":\s*Not of type \w+: (?P<reason>.+)")
 _OUTER_KEY = re.compile(r"^Parser key \"(?P<key>[\w.]+)\":")
+# "Group 'collector' does not accept option 'task_kwargs.a'": a key inside a dataclass argument.
+_GROUP_OPTION = re.compile(r"Group '(?P<grp>[\w.]+)' does not accept option '(?P<key>[\w.]+)'")
 _SUBCOMMAND_OPTION = re.compile(
     r"Subcommand '(?P<sub>\w+)' does not accept option '(?P<key>[\w.]+)'"
 )
@@ -42,11 +45,85 @@ _NOISE = (
     "Expected a <class 'NoneType'>",
 )
 
+_OFFPOLICY = "model.init_args.offpolicy."
+_COLLECTOR = "data.init_args.collector."
+_BOTH_OPTIMIZERS = "model.init_args.critic_optimizer.init_args.{} (and actor_optimizer's)"
+# Keys of the previous release that moved: old key -> where it is now. Refused only when the
+# class lacks the old key and has the new key's argument (``optimizer``, ``offpolicy``, ...), so
+# APPO's own ``gamma`` and a user's class are never pointed elsewhere.
+MOVED_KEYS: dict[str, str] = {
+    "model.init_args.learning_rate": "model.init_args.optimizer.init_args.lr",
+    "model.init_args.critic_learning_rate": "model.init_args.critic_optimizer.init_args.lr",
+    "model.init_args.actor_learning_rate": "model.init_args.actor_optimizer.init_args.lr",
+    "model.init_args.temperature_learning_rate": (
+        "model.init_args.temperature_optimizer.init_args.lr"
+    ),
+    "model.init_args.weight_decay": _BOTH_OPTIMIZERS.format("weight_decay"),
+    "model.init_args.adam_betas": _BOTH_OPTIMIZERS.format("betas"),
+    **{
+        f"model.init_args.{key}": _OFFPOLICY + key
+        for key in (
+            "num_atoms",
+            "v_min",
+            "v_max",
+            "gamma",
+            "tau",
+            "updates_per_step",
+            "policy_frequency",
+            "use_cdq",
+            "compile_losses",
+            "max_grad_norm",
+            "max_nonfinite_steps",
+        )
+    },
+    **{
+        f"data.init_args.{key}": _COLLECTOR + key
+        for key in (
+            "task",
+            "num_envs",
+            "seed",
+            "physics_threads",
+            "collector_torch_threads",
+            "stall_timeout_s",
+            "data_timeout_s",
+            "startup_timeout_s",
+            "learner_torch_threads",
+        )
+    },
+    "data.init_args.task_kwargs": _COLLECTOR + "task: {class_path, init_args}",
+    "data.init_args.collector.task_kwargs": _COLLECTOR + "task: {class_path, init_args}",
+}
+
 
 def closest(key: str, candidates: Iterable[str]) -> str:
-    """``"; did you mean <candidate>?"`` for the closest candidate, or ``""`` if none is close."""
-    matches = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.6)
+    """``"; did you mean <candidate>?"`` for a candidate a typo away, or ``""`` if none is.
+
+    A typo is a few edits (about one in four characters), so ``learning_rate`` never suggests
+    ``min_learning_rate``, an option with another meaning.
+    """
+    limit = max(1, len(key) // 4)
+    near = [c for c in candidates if _typo_distance(key, c) <= limit]
+    matches = difflib.get_close_matches(key, near, n=1, cutoff=0.0)
     return f"; did you mean {matches[0]}?" if matches else ""
+
+
+def moved(key: str, class_path: str | None = None) -> str | None:
+    """``"<key>: moved to <new key>"`` for a key of the previous release, or ``None``.
+
+    Args:
+        key: The full dotted key (``model.init_args.learning_rate``), possibly with a tail
+            inside the old key's value (``data.init_args.task_kwargs.scale``).
+        class_path: The class the key was given to; the new key's argument must be one of its
+            arguments.
+    """
+    for old, new in MOVED_KEYS.items():
+        if key != old and not key.startswith(old + "."):
+            continue
+        argument = new.split(".")[2]  # optimizer, offpolicy, collector, ...
+        if class_path is not None and argument not in _init_arguments(class_path):
+            continue
+        return f"{old}: moved to {new} in this release"
+    return None
 
 
 def summarize(message: str, option_keys: Sequence[str]) -> str:
@@ -69,6 +146,9 @@ def summarize(message: str, option_keys: Sequence[str]) -> str:
         not_accepted = _NOT_ACCEPTED.search(tail)
         if not_accepted is not None:
             key = not_accepted["key"]
+            renamed = moved(f"{group}.init_args.{key}", class_path)
+            if renamed is not None:
+                return renamed
             return (
                 f"{group}.init_args.{key}: {class_path.rsplit('.', 1)[-1]} has no argument "
                 f"{key!r}{closest(key, _init_arguments(class_path))}"
@@ -76,6 +156,12 @@ def summarize(message: str, option_keys: Sequence[str]) -> str:
         expected = _EXPECTED.search(tail)
         if expected is not None:
             return _expected_line(f"{group}.init_args.{expected['key']}", expected)
+        group_option = _GROUP_OPTION.search(tail)
+        if group_option is not None:
+            key = f"{group}.init_args.{group_option['grp']}.{group_option['key']}"
+            return (
+                moved(key) or f"{key}: {group_option['grp']} has no option {group_option['key']!r}"
+            )
         not_of_type = _NOT_OF_TYPE.search(tail)
         if not_of_type is not None:
             key, reason = f"{group}.init_args.{not_of_type['key']}", not_of_type["reason"]
@@ -130,6 +216,19 @@ def _expected_line(key: str, found: re.Match[str]) -> str:
 def _first_option(args: str) -> str:
     first = args.split()[0] if args.split() else args
     return first.lstrip("-").split("=", 1)[0]
+
+
+def _typo_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) that turn ``a`` into ``b``."""
+    previous, current = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, current = previous, current, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+    return current[len(b)]
 
 
 def _init_arguments(class_path: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import signal
 import sys
@@ -12,7 +13,7 @@ from typing import Any, NoReturn
 
 from jsonargparse import ActionConfigFile
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -51,6 +52,23 @@ _ALGORITHMS = (APPO, FastTD3, FastSAC)
 _DATA_MODULES = (RolloutDataModule, ReplayDataModule)
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
+# The callbacks behind what the README promises (episode statistics, an exact resume, stop-safe
+# checkpoints), added when the config has no instance of the class (or of a subclass). Class
+# paths, not imports: the library does not import the ``callbacks`` package. Appended after the
+# config's own, so a listed ``EnvStepBudget`` stays before ``EpisodeStatsMonitor`` (its
+# docstring); Lightning moves checkpoint callbacks last, after ``InterruptGuard``.
+DEFAULT_CALLBACKS: tuple[dict[str, Any], ...] = (
+    {"class_path": "callbacks.EpisodeStatsMonitor"},
+    {"class_path": "callbacks.RLCheckpoint"},
+    {"class_path": "callbacks.InterruptGuard"},
+    {
+        "class_path": "callbacks.StopCheckpoint",
+        "init_args": {"save_last": True, "every_n_train_steps": 500},
+    },
+)
+# Checkpoint state and checkpoints: not added when checkpointing is off (Lightning refuses a
+# ModelCheckpoint with ``enable_checkpointing=False``).
+_CHECKPOINT_DEFAULTS = ("callbacks.RLCheckpoint", "callbacks.StopCheckpoint")
 _DESCRIPTION = (
     "Asynchronous reinforcement learning on batched MuJoCo with Lightning. "
     f"Algorithms (--model): {', '.join(c.__name__ for c in _ALGORITHMS)}. "
@@ -112,6 +130,27 @@ def _hide_lightning_notes() -> None:
     tips = logging.getLogger(rank_zero.__name__)
     if not any(isinstance(f, _DropLitLoggerTip) for f in tips.filters):
         tips.addFilter(_DropLitLoggerTip())
+
+
+def _class_of(class_path: str) -> type[Callback]:
+    module_name, _, name = class_path.rpartition(".")
+    return getattr(importlib.import_module(module_name), name)
+
+
+def with_default_callbacks(callbacks: list[Callback], checkpointing: bool = True) -> list[Callback]:
+    """``callbacks`` followed by each of :data:`DEFAULT_CALLBACKS` it has no instance of.
+
+    ``RLCheckpoint`` and ``StopCheckpoint`` are not added when ``checkpointing`` is off.
+    """
+    added = []
+    for default in DEFAULT_CALLBACKS:
+        cls = _class_of(default["class_path"])
+        if any(isinstance(callback, cls) for callback in callbacks):
+            continue
+        if default["class_path"] in _CHECKPOINT_DEFAULTS and not checkpointing:
+            continue
+        added.append(cls(**default.get("init_args", {})))
+    return [*callbacks, *added]
 
 
 def _root_message(err: BaseException) -> str:
@@ -195,6 +234,9 @@ class UnilabCLI(LightningCLI):
     steps, wall-clock, the last Train and Eval returns, the checkpoint and log directories and
     the ``play`` / ``export`` commands for its last checkpoint. ``fit`` is the only subcommand,
     and ``--config`` also takes a shipped config's name (``appo.yaml``).
+
+    Callbacks: the trainer gets each of :data:`DEFAULT_CALLBACKS` the config lacks; a config's own
+    instance of that class (or a subclass) wins with its settings. Configs list only changes.
     """
 
     def __init__(self, args: list[str] | None = None, run: bool = True) -> None:
@@ -261,6 +303,16 @@ class UnilabCLI(LightningCLI):
         except (ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
         self._count_global_steps_in_progress_bar()
+
+    @override
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The trainer, with :data:`DEFAULT_CALLBACKS` added where the config lacks them."""
+        trainer_config = self.config_init.get(str(self.subcommand), self.config_init).trainer
+        listed = trainer_config.get("callbacks") or []
+        listed = listed if isinstance(listed, list) else [listed]
+        checkpointing = trainer_config.get("enable_checkpointing") is not False
+        kwargs.setdefault("callbacks", with_default_callbacks(listed, checkpointing))
+        return super().instantiate_trainer(**kwargs)
 
     def _count_global_steps_in_progress_bar(self) -> None:
         # Lightning's default bar (added when no progress bar is configured) counts the epoch's
