@@ -10,6 +10,7 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
+from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,7 @@ class EnvStepBudget(Callback):
     """
 
     def __init__(self, max_env_steps: int) -> None:
-        if max_env_steps < 1:
-            raise ValueError(f"EnvStepBudget.max_env_steps must be >= 1, got {max_env_steps}")
+        check_arg(max_env_steps >= 1, "max_env_steps", max_env_steps, ">= 1")
         self.max_env_steps = max_env_steps
 
     @override
