@@ -112,3 +112,9 @@ def write_rollouts(ring: RolloutRing, count: int, reader_ready) -> None:
             else:
                 view.fill_(sequence)
         ring.commit_write()
+
+
+def wait_for_first_weights(weights: SharedWeights) -> None:
+    """Block (no timeout that could end the wait by itself) until weights are published."""
+    while weights.version == NOT_PUBLISHED:
+        weights.wait_newer(NOT_PUBLISHED, 3600.0)

@@ -10,6 +10,7 @@ import torch
 from unilab_lit.collector.rollout_gate import RolloutGate, RolloutGateHandle
 from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.ipc.rollout_ring import RolloutRing, RolloutRingHandle, rollout_fields
 
 
@@ -85,6 +86,7 @@ class AppoWriter:
         while self._gate.released <= self.rollouts_written:
             if not keep_waiting():
                 return False
+            self._gate.wait_release(self.rollouts_written, WAIT_SLICE_S)
         return True
 
     def sync_due(self) -> bool:

@@ -1,6 +1,7 @@
 """Collector → learner metrics channel: bounded, never blocks the sender, drops the oldest when full.
 
-A single-producer ring of pickled messages in anonymous shared memory. The sender never waits for
+A single-producer ring of pickled messages in anonymous shared memory; a reader that waits for a
+message blocks on the write counter (``sends``, a futex) that every send wakes. The sender never waits for
 the reader: when the reader falls behind by more than ``capacity`` messages the oldest ones are
 overwritten. Every slot carries a sequence stamp (odd while being written), so the reader detects an
 overwritten or half-written slot, skips it and counts it as dropped instead of unpickling garbage.
@@ -15,6 +16,7 @@ import threading
 from multiprocessing.context import SpawnContext
 from typing import Any
 
+from unilab_lit.ipc.futex import CounterWatch
 from unilab_lit.validation import check_arg
 
 # Message kinds (value of the "kind" key).
@@ -60,10 +62,12 @@ class MetricsChannel:
         self._buf = memoryview(self._raw).cast("B")
         self._count = self._buf[:_HEADER].cast("q")
         self._send_lock = threading.Lock()
+        # Its address differs per process: rebuilt on attach, never pickled.
+        self.sends = CounterWatch(ctypes.addressof(self._raw))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_buf", "_count", "_send_lock"):
+        for key in ("_buf", "_count", "_send_lock", "sends"):
             del state[key]
         return state
 
@@ -99,6 +103,7 @@ class MetricsChannel:
             payload[: len(data)] = data
             header[0] = 2 * index + 2
             self._count[0] = index + 1
+            self.sends.wake()
 
     # ---- learner side -------------------------------------------------------------------------
     def drain(self) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ import multiprocessing as mp
 import time
 from multiprocessing.context import SpawnContext
 
+from unilab_lit.ipc.futex import CounterWatch
+
 STARTING = 0
 READY = 1
 STOPPED = 2
@@ -98,6 +100,14 @@ class ControlBlock:
         """Number of the last snapshot request the collector has answered."""
         return int(self._block.snapshot_done)
 
+    def state_watch(self) -> CounterWatch:
+        """:attr:`state` as a futex to block on until the collector is ready, fails or stops."""
+        return CounterWatch(ctypes.addressof(self._block) + _Block.state.offset)
+
+    def snapshot_watch(self) -> CounterWatch:
+        """:attr:`snapshot_done` as a futex to block on (its address is this process's)."""
+        return CounterWatch(ctypes.addressof(self._block) + _Block.snapshot_done.offset)
+
     @property
     def state(self) -> int:
         return int(self._block.state)
@@ -153,6 +163,7 @@ class ControlBlock:
 
     def mark_snapshot_done(self, request: int) -> None:
         self._block.snapshot_done = request
+        self.snapshot_watch().wake()
 
     def beat(self) -> None:
         """Record progress; the learner reports a stall when beats stop for ``stall_timeout_s``."""
@@ -167,10 +178,10 @@ class ControlBlock:
         self._block.import_s = import_s
         self._block.build_s = build_s
         self.beat()
-        self._block.state = READY
+        self._set_state(READY)
 
     def mark_stopped(self) -> None:
-        self._block.state = STOPPED
+        self._set_state(STOPPED)
 
     def mark_failed(self, text: str) -> None:
         """Store the traceback (its tail if too long) and flip the state; the text is written first."""
@@ -180,4 +191,8 @@ class ControlBlock:
             data = _TRUNCATION_MARK + data[-keep:]
         ctypes.memmove(ctypes.addressof(self._block) + _Block.error.offset, data, len(data))
         self._block.error_len = len(data)
-        self._block.state = FAILED
+        self._set_state(FAILED)
+
+    def _set_state(self, state: int) -> None:
+        self._block.state = state
+        self.state_watch().wake()

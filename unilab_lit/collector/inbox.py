@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.telemetry import tracing
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
 
 # Messages held for a reader that has not drained yet (drop-oldest beyond, like the channel).
 _INBOX_MESSAGES = 1024
-# Poll interval while waiting for the collector's last trace batch.
-_TRACE_POLL_S = 0.005
 
 
 class CollectorInbox:
@@ -71,12 +70,14 @@ class CollectorInbox:
         self._control.request_trace(False)
         deadline = time.monotonic() + timeout_s
         batches: list[tracing.TraceBatch] = []
+        sends = self._channel.sends
         while True:
+            seen = sends.value
             arrived, final = self.drain_trace()
             batches += arrived
             if final or not self._alive() or time.monotonic() > deadline:
                 return batches
-            time.sleep(_TRACE_POLL_S)
+            sends.wait(seen, WAIT_SLICE_S)
 
     def _pull(self) -> None:
         for message in self._channel.drain():

@@ -13,7 +13,9 @@ learner, one collector; every counter has a single writer):
   completed pack for another tick raises: the learner would train on the wrong batch.
 
 The request fields are written before the request counter, and the slot before the done counter,
-so on x86-64 (total store order) a reader that sees a counter also sees what it announces.
+so on x86-64 (total store order) a reader that sees a counter also sees what it announces. Each
+side blocks on the other's counter (a futex on the counter, see ``ipc/futex.py``) instead of
+polling it; every counter store is followed by a wake.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import NamedTuple
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmHandle
+from unilab_lit.ipc.futex import CounterWatch
 from unilab_lit.validation import check_arg
 
 NUM_SLOTS = 2
@@ -93,6 +96,10 @@ class LockstepLink(SharedStructure):
         self._counters = views["counters"]
         self._indices = views["indices"]
         self._slots = views["slots"]
+        base = self._counters.data_ptr()
+        self._watch = {
+            i: CounterWatch(base + 8 * i) for i in (_RELEASED, _STEPS_DONE, _REQ_SEQ, _DONE_SEQ)
+        }
 
     @staticmethod
     def required_bytes(sample_count: int, width: int) -> int:
@@ -128,6 +135,7 @@ class LockstepLink(SharedStructure):
         if tick != expected:
             raise ValueError(f"release_steps: expected tick {expected}, got {tick}")
         self._counters[_RELEASED] = tick
+        self._watch[_RELEASED].wake()
 
     def request_pack(
         self,
@@ -174,6 +182,7 @@ class LockstepLink(SharedStructure):
         counters[_REQ_SEED] = 0 if seed is None else seed
         counters[_REQ_MIN_PTR] = min_write_ptr
         counters[_REQ_SEQ] = int(counters[_REQ_SEQ]) + 1
+        self._watch[_REQ_SEQ].wake()
 
     def pack_pending(self) -> bool:
         """Whether a requested pack has not completed yet."""
@@ -194,9 +203,36 @@ class LockstepLink(SharedStructure):
             raise RuntimeError(f"tick mismatch: waiting for tick {tick}, packed tick {done_tick}")
         return True
 
+    def wait_pack(self, timeout_s: float) -> None:
+        """Block until no pack is pending, at most ``timeout_s``; the caller re-checks."""
+        done = self._watch[_DONE_SEQ]
+        seen = done.value
+        if seen < int(self._counters[_REQ_SEQ]):
+            done.wait(seen, timeout_s)
+
+    @property
+    def steps_done_watch(self) -> CounterWatch:
+        """:attr:`steps_done` as a futex to block on until the collector marks a tick done."""
+        return self._watch[_STEPS_DONE]
+
     # ---- collector side -----------------------------------------------------------------------
     def mark_steps_done(self, tick: int) -> None:
         self._counters[_STEPS_DONE] = tick
+        self._watch[_STEPS_DONE].wake()
+
+    def wait_release(self, tick: int, timeout_s: float) -> None:
+        """Block until a tick after ``tick`` is released, at most ``timeout_s``; the caller re-checks."""
+        released = self._watch[_RELEASED]
+        seen = released.value
+        if seen <= tick:
+            released.wait(seen, timeout_s)
+
+    def wait_request(self, timeout_s: float) -> None:
+        """Block until a pack is pending, at most ``timeout_s``; the caller re-checks."""
+        requested = self._watch[_REQ_SEQ]
+        seen = requested.value
+        if int(self._counters[_DONE_SEQ]) >= seen:
+            requested.wait(seen, timeout_s)
 
     def pending_request(self) -> PackRequest | None:
         """The request not yet completed, if any."""
@@ -213,3 +249,4 @@ class LockstepLink(SharedStructure):
     def mark_pack_done(self, request: PackRequest) -> None:
         self._counters[_DONE_TICK] = request.tick
         self._counters[_DONE_SEQ] = request.sequence
+        self._watch[_DONE_SEQ].wake()

@@ -28,6 +28,7 @@ from unilab_lit.collector.control import (
 )
 from unilab_lit.collector.writer import Transition, Writer
 from unilab_lit.envs.spec import POLICY
+from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.nn.normalization import normalize
 from unilab_lit.telemetry import tracing
@@ -45,9 +46,6 @@ logger = logging.getLogger(__name__)
 # How often the loop checks that the learner process still exists (a SIGKILLed learner cannot
 # stop its collector; the collector stops itself instead of becoming an orphan).
 _PARENT_CHECK_S = 1.0
-# Sleep between polls while waiting for the learner: short enough to add little latency,
-# long enough not to burn a core the learner needs.
-_WAIT_POLL_S = 0.0002
 
 
 class _EpisodeReport:
@@ -315,12 +313,9 @@ class CollectorLoop:
         return obs
 
     def _keep_waiting(self) -> bool:
-        """Heartbeat + stop check for writers that wait for the learner."""
+        """Heartbeat + stop check between two blocking waits for the learner."""
         self.control.beat()
-        if not self._keep_running():
-            return False
-        time.sleep(_WAIT_POLL_S)
-        return True
+        return self._keep_running()
 
     def _wait_for_first_weights(self) -> bool:
         # Acting with the actor's own random initialisation would write data whose behaviour
@@ -329,6 +324,7 @@ class CollectorLoop:
         while not self._pull_weights():
             if not self._keep_waiting():
                 return False
+            self.weights.wait_newer(self.weights_version, WAIT_SLICE_S)
         return True
 
     def _pull_weights(self) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,14 +12,12 @@ import torch
 from unilab_lit.collector.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
 from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.ipc.replay_storage import ReplayStorage, ReplayStorageHandle, replay_columns
 from unilab_lit.telemetry import tracing
 from unilab_lit.validation import check_arg
 
 logger = logging.getLogger(__name__)
-
-# Poll interval of the pack thread while idle: bounds the added latency of a pack request.
-_PACK_POLL_S = 0.0002
 
 
 @dataclass(frozen=True)
@@ -105,6 +102,7 @@ class OffPolicyWriter:
                 self._raise_pack_error()
                 if not keep_waiting():
                     return False
+                self._link.wait_release(self._tick, WAIT_SLICE_S)
         self._raise_pack_error()
         return True
 
@@ -132,7 +130,7 @@ class OffPolicyWriter:
 
     def close(self) -> None:
         self._closing.set()
-        self._packer.join()
+        self._packer.join()  # it looks at the flag at least every WAIT_SLICE_S
 
     def _raise_pack_error(self) -> None:
         if self._error is not None:
@@ -141,9 +139,14 @@ class OffPolicyWriter:
     def _serve_packs(self) -> None:
         try:
             while not self._closing.is_set():
+                steps_done = self._link.steps_done
                 request = self._link.pending_request()
-                if request is None or self._replay.write_ptr < request.min_write_ptr:
-                    time.sleep(_PACK_POLL_S)
+                if request is None:
+                    self._link.wait_request(WAIT_SLICE_S)
+                    continue
+                if self._replay.write_ptr < request.min_write_ptr:
+                    # The main thread marks steps done after writing a tick's rows.
+                    self._link.steps_done_watch.wait(steps_done, WAIT_SLICE_S)
                     continue
                 with tracing.span("pack"):
                     self._pack(request)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, ShmBlock, ShmHandle
+from unilab_lit.ipc.futex import CounterWatch
 
 
 def _layout() -> BlockLayout:
@@ -42,6 +43,7 @@ class RolloutGate:
         else:
             self._block = ShmBlock.attach(_attach)
         self._released = _layout().views(self._block)["released"]
+        self._watch = CounterWatch(self._released.data_ptr())
 
     @staticmethod
     def required_bytes() -> int:
@@ -64,6 +66,14 @@ class RolloutGate:
     def release(self) -> None:
         """Let the collector produce one more rollout (learner side)."""
         self._released[0] += 1
+        self._watch.wake()
+
+    def wait_release(self, count: int, timeout_s: float) -> None:
+        """Block until more than ``count`` rollouts are released, at most ``timeout_s``
+        (collector side; the caller re-checks)."""
+        seen = self._watch.value
+        if seen <= count:
+            self._watch.wait(seen, timeout_s)
 
     def unlink(self) -> None:
         """Remove the block from /dev/shm (owner only; idempotent)."""

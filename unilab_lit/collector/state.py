@@ -23,7 +23,11 @@ def take_snapshot(
     try:
         transport.quiesce(collector, timeout_s)
         request = collector.control.request_snapshot()
-        collector.wait_for(lambda: collector.control.snapshot_done >= request, timeout=timeout_s)
+        collector.wait_for(
+            lambda: collector.control.snapshot_done >= request,
+            timeout=timeout_s,
+            watch=collector.control.snapshot_watch(),
+        )
     except (CollectorError, TimeoutError) as err:
         # A checkpoint written because the collector failed must still be written.
         log.warning("checkpoint without the collector's state: %s", err)

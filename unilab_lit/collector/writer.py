@@ -36,7 +36,9 @@ class Writer(Protocol):
     def wait_turn(self, keep_waiting: Callable[[], bool]) -> bool:
         """Block until the next step may be taken; ``False`` when ``keep_waiting()`` says stop.
 
-        ``keep_waiting`` records a heartbeat; call it on every poll.
+        Block on the shared counter the turn depends on (a futex wait, never a sleep-poll) for
+        at most ``ipc.futex.WAIT_SLICE_S`` at a time; ``keep_waiting`` records a heartbeat and checks
+        the stop flag: call it before every such wait.
         """
         ...
 

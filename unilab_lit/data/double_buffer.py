@@ -13,15 +13,12 @@ import torch
 
 from unilab_lit.collector.lockstep import NUM_SLOTS, LockstepLink
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.ipc.replay_storage import ReplayStorage
 from unilab_lit.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
-# Copier's poll of the pack counter; it polls only while a pack is pending (one env step).
-_PACK_POLL_S = 0.0002
-# The learner blocks on the copier this long between two collector liveness checks.
-_WAIT_SLICE_S = 0.002
 # Interval of the warm-up progress messages.
 _WARMUP_LOG_S = 2.0
 # How long close() waits for the copier thread (it never blocks on anything but a copy).
@@ -255,7 +252,8 @@ class DoubleBufferPipeline:
         warming_up = tick == self.warmup_ticks + 1 and self.warmup_ticks > 0
         progress_ptr = self._replay.write_ptr
         progress_at = next_log = time.monotonic()
-        while not self._done.wait(_WAIT_SLICE_S):
+        # Between two collector liveness checks the learner blocks on the copier's event.
+        while not self._done.wait(WAIT_SLICE_S):
             self._collector.check()
             now = time.monotonic()
             ptr = self._replay.write_ptr
@@ -302,7 +300,7 @@ class DoubleBufferPipeline:
                     while not self._link.pack_done(tick):
                         if self._stop.is_set():
                             return
-                        time.sleep(_PACK_POLL_S)
+                        self._link.wait_pack(WAIT_SLICE_S)
                 # On CUDA this is the submission of the copy on the side stream.
                 with tracing.span("device_copy"):
                     self._copy(tick % NUM_SLOTS)

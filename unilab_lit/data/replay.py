@@ -135,7 +135,11 @@ class ReplayTransport(Transport):
         # The collector then waits for the next release; the replay stays as the snapshot sees it.
         link = self.link
         if link is not None:
-            collector.wait_for(lambda: link.steps_done >= link.released, timeout=timeout_s)
+            collector.wait_for(
+                lambda: link.steps_done >= link.released,
+                timeout=timeout_s,
+                watch=link.steps_done_watch,
+            )
 
     @override
     def release(self) -> None:

@@ -72,7 +72,9 @@ class RolloutDataset(FeedingDataset):
         try:
             with tracing.timed("wait_for_data") as wait:
                 self._collector.wait_for(
-                    lambda: self._ring.available() > 0, timeout=self._timeout_s
+                    lambda: self._ring.available() > 0,
+                    timeout=self._timeout_s,
+                    watch=self._ring.commits,
                 )
         except TimeoutError as err:
             raise TimeoutError(

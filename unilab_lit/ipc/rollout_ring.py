@@ -9,7 +9,8 @@ after the copy; otherwise the writer has lapped the reader, rollout ``r`` is los
 is counted in ``dropped``. Sequence numbers never repeat, so an unchanged stamp proves the
 slot was not touched during the copy. The writer never waits for the reader.
 
-Ordering relies on x86-64 total store order, as in ``versioned.py``.
+Ordering relies on x86-64 total store order, as in ``versioned.py``. A reader waiting for a
+rollout blocks on the write counter (:attr:`RolloutRing.commits`, a futex); each commit wakes it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import NamedTuple
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmHandle
+from unilab_lit.ipc.futex import CounterWatch
 from unilab_lit.validation import check_arg
 
 FieldSpec = Mapping[str, tuple[tuple[int, ...], torch.dtype]]
@@ -116,6 +118,8 @@ class RolloutRing(SharedStructure):
         self._stamps = views["stamps"].numpy()
         self._slots = {name: views[f"field/{name}"] for name in self._fields}
         self._writing: int | None = None
+        self.commits = CounterWatch(int(self._header.ctypes.data))
+        """The write counter as a futex: a reader blocks on it until the next commit."""
 
     @staticmethod
     def required_bytes(num_slots: int, fields: FieldSpec) -> int:
@@ -181,6 +185,7 @@ class RolloutRing(SharedStructure):
         sequence, self._writing = self._writing, None
         self._stamps[sequence % self._num_slots] = sequence
         self._header[0] = sequence + 1
+        self.commits.wake()
         return sequence
 
     # Reader side -------------------------------------------------------------------------

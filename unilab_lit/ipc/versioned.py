@@ -7,6 +7,8 @@ newest complete version stays readable during the whole next publish. A reader p
 buffer with the highest stamp, copies it, and re-reads the stamp: if it changed, the
 publisher has started overwriting that buffer mid-copy and the reader retries. Versions
 are strictly increasing, so an unchanged stamp proves nothing was written in between.
+A reader waiting for a new version blocks on the stamp the next publish writes (a futex, see
+``futex.py``); the publisher wakes it after the final stamp store.
 
 Ordering relies on x86-64 total store order (stores become visible in program order and
 loads are not reordered with loads); each stamp store and data copy is a separate call
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from unilab_lit.ipc.block import BlockLayout, SharedStructure, ShmBlock, ShmHandle
+from unilab_lit.ipc.futex import CounterWatch
 from unilab_lit.validation import check_arg
 
 NOT_PUBLISHED = -1
@@ -77,6 +80,7 @@ class VersionedBuffer(SharedStructure):
         # Control words go through numpy: a scalar load/store there costs ~0.1 µs against
         # several µs for torch indexing, and it is still one aligned 8-byte access.
         self._stamps = views["stamps"].numpy()
+        self._watches = [CounterWatch(int(self._stamps.ctypes.data) + 8 * i) for i in range(2)]
         self._data = views["data"]
         self.retries = 0
         """Reads in this process restarted because the publisher overwrote the buffer mid-copy."""
@@ -125,7 +129,18 @@ class VersionedBuffer(SharedStructure):
         self._stamps[target] = WRITING
         fill(self._data[target])
         self._stamps[target] = version
+        self._watches[target].wake()
         return version
+
+    def wait_newer(self, last_version: int, timeout_s: float) -> None:
+        """Block until a version newer than ``last_version`` is complete, at most ``timeout_s``;
+        the caller re-checks (e.g. with :meth:`read_if_newer`)."""
+        stamps = self._stamps.tolist()
+        if max(stamps) > last_version:
+            return
+        # The next publish writes the buffer with the older stamp.
+        target = 0 if stamps[0] <= stamps[1] else 1
+        self._watches[target].wait(stamps[target], timeout_s)
 
     def read_if_newer(self, last_version: int, read: Callable[[torch.Tensor], None]) -> int | None:
         """If a version newer than ``last_version`` exists, pass a consistent copy source to ``read``.
@@ -170,3 +185,7 @@ class VersionedRecord(SharedStructure):
     def retries(self) -> int:
         """Reads in this process restarted because a publish overwrote the source mid-copy."""
         return self._buffer.retries
+
+    def wait_newer(self, last_version: int, timeout_s: float) -> None:
+        """Block until a version newer than ``last_version`` is published, at most ``timeout_s``."""
+        self._buffer.wait_newer(last_version, timeout_s)
