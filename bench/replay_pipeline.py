@@ -27,6 +27,7 @@ from __future__ import annotations
 # Only the standard library at module level: the collector is a spawn child that re-imports
 # this script before its first line.
 import argparse
+import contextlib
 import tempfile
 import time
 
@@ -57,8 +58,14 @@ def _cli(args: argparse.Namespace, log_dir: str):
     return cli
 
 
-def collector_alone(cli, seconds: float) -> dict:
-    """Env-steps/s of the data module's collector in lock step with an instant learner."""
+@contextlib.contextmanager
+def lockstep_collector(cli, **option_overrides):
+    """The data module's collector in lock step with this process: yields ``(collector,
+    pipeline)``, a started ``CollectorProcess`` with the off-policy writer and a CPU
+    ``DoubleBufferPipeline`` whose warm-up batch is taken. The policy is frozen (nobody publishes
+    weights). ``option_overrides`` replace fields of the collector options (e.g. timeouts)."""
+    import dataclasses
+
     import torch
 
     from unilab_lit.collector.config import CollectorConfig
@@ -71,7 +78,7 @@ def collector_alone(cli, seconds: float) -> dict:
     from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns
 
     data, model = cli.datamodule, cli.model
-    options, spec = data.collector, data.env_spec
+    options, spec = dataclasses.replace(data.collector, **option_overrides), data.env_spec
     columns = replay_columns(spec.obs_sizes[POLICY], spec.obs_sizes[CRITIC], spec.action_size)
     replay = ReplayStorage(data.buffer_size * options.num_envs, columns)
     link = LockstepLink(data.batch_size * model.offpolicy.updates_per_step, replay.width)
@@ -100,20 +107,27 @@ def collector_alone(cli, seconds: float) -> dict:
             device=torch.device("cpu"),
             timeout_s=options.data_timeout_s,
         )
-        pipeline.next()  # warm-up, not timed
-        began, tick0 = time.perf_counter(), pipeline.tick
-        while time.perf_counter() - began < seconds:
-            pipeline.next()
-        elapsed = time.perf_counter() - began
-        ticks = pipeline.tick - tick0
+        pipeline.next()  # warm-up
+        yield collector, pipeline
     finally:
         if pipeline is not None:
             pipeline.close()
         collector.stop()
         for block in (link, replay, obs_stats):
             block.unlink()
+
+
+def collector_alone(cli, seconds: float) -> dict:
+    """Env-steps/s of the data module's collector in lock step with an instant learner."""
+    with lockstep_collector(cli) as (_, pipeline):
+        began, tick0 = time.perf_counter(), pipeline.tick
+        while time.perf_counter() - began < seconds:
+            pipeline.next()
+        elapsed = time.perf_counter() - began
+        ticks = pipeline.tick - tick0
+    rows_per_tick = cli.datamodule.rows_per_tick
     return {
-        "env_steps_per_s": ticks * data.rows_per_tick / elapsed,
+        "env_steps_per_s": ticks * rows_per_tick / elapsed,
         "ms_per_tick": 1e3 * elapsed / ticks,
         "ticks": ticks,
         "seconds": elapsed,
