@@ -179,9 +179,12 @@ def _optimizer_steps(model: FastTD3) -> list[int]:
     ]
 
 
-def test_resume_restores_targets_normalizers_optimizers_and_skip_count(tmp_path):
+@pytest.mark.parametrize(
+    "compile_losses", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["eager", "compiled"]
+)
+def test_resume_restores_targets_normalizers_optimizers_and_skip_count(tmp_path, compile_losses):
     torch.manual_seed(0)
-    model = _model(updates_per_step=2, policy_frequency=2)
+    model = _model(updates_per_step=2, policy_frequency=2, compile_losses=compile_losses)
 
     def nan_at_1(i, batch):
         if i == 1:
@@ -202,7 +205,7 @@ def test_resume_restores_targets_normalizers_optimizers_and_skip_count(tmp_path)
             seen["opt_steps"] = _optimizer_steps(pl_module)
 
     torch.manual_seed(1)
-    resumed = _model(updates_per_step=2, policy_frequency=2)
+    resumed = _model(updates_per_step=2, policy_frequency=2, compile_losses=compile_losses)
     make_trainer(tmp_path, 4, callbacks=[Capture()]).fit(
         resumed,
         train_dataloaders=loader(RandomBatches(16)),

@@ -109,6 +109,8 @@ class APPO(RLAlgorithm):
             ``None``; the normalisers carry it to the loss, collector, evaluation and export.
         optimizer: Optimizer of actor and critic together (``class_path`` in YAML); its ``lr``
             is the initial learning rate.
+        compile_losses: ``torch.compile`` the minibatch loss at fit start (any device; see
+            ``RLAlgorithm._compile``): faster steps after a compile of tens of seconds.
 
     Raises:
         ValueError: If an argument is outside its valid range (the message names it).
@@ -147,6 +149,7 @@ class APPO(RLAlgorithm):
         max_nonfinite_steps: int = 10,
         obs_clip: float | None = 10.0,
         optimizer: OptimizerCallable = torch.optim.Adam,
+        compile_losses: bool = False,
     ) -> None:
         super().__init__(
             policy_obs_size,
@@ -204,6 +207,7 @@ class APPO(RLAlgorithm):
         self.target_actor = self._actor_spec.build()
         self.target_actor.load_state_dict(self.actor.state_dict())
         self.target_actor.requires_grad_(False)
+        self._minibatch_loss_fn = self._minibatch_loss
 
     # ------------------------------------------------------------------------- Lightning
     def configure_optimizers(self) -> OptimizerLRScheduler:
@@ -211,6 +215,11 @@ class APPO(RLAlgorithm):
         scheduler = self._lr_schedule.scheduler(optimizer, self.trainer.max_steps)
         # Manual optimization: training_step steps the scheduler once per iteration itself.
         return optimizer if scheduler is None else ([optimizer], [scheduler])
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        if self.hparams.compile_losses:
+            self._minibatch_loss_fn = self._compile(self._minibatch_loss)
 
     def training_step(self, dataloader_iter: Iterator[Any]) -> None:
         batch, _, _ = next(dataloader_iter)
@@ -331,7 +340,7 @@ class APPO(RLAlgorithm):
             order = torch.randperm(num_samples, device=samples.device)
             for k in range(hp.num_mini_batches):
                 idx = order[k * mini_batch_size : (k + 1) * mini_batch_size]
-                loss, terms = self._minibatch_loss(samples[idx])
+                loss, terms = self._minibatch_loss_fn(samples[idx])
                 self._lr_schedule.adapt(optimizer.optimizer, loss, terms[metrics.APPROX_KL])
                 grad_norm = self._step(
                     optimizer,

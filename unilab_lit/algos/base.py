@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from lightning.pytorch import Callback
@@ -18,9 +19,16 @@ from unilab_lit.collector.obs_norm_sync import ObsNormSync
 from unilab_lit.collector.weight_sync import WeightSync
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.nn.policies import NormalizedPolicy, PolicySpec
-from unilab_lit.telemetry import metrics
+from unilab_lit.telemetry import metrics, tracing
 from unilab_lit.telemetry.log_schedule import loggers_write_this_step
 from unilab_lit.validation import check_arg
+
+log = logging.getLogger(__name__)
+
+Fn = TypeVar("Fn", bound=Callable[..., Any])
+
+COMPILE_SPAN = "torch_compile_first_iteration"
+"""Trace span of the first iteration of a run with compiled losses: the compile is in it."""
 
 
 class RLAlgorithm(DataParallelHooks, ABC):
@@ -107,6 +115,9 @@ class RLAlgorithm(DataParallelHooks, ABC):
         # Total skipped updates; a buffer so the count survives a resume.
         self.register_buffer("nonfinite_skips", torch.zeros((), dtype=torch.int64))
         self._nonfinite = NonfiniteGuard(type(self).__name__, max_nonfinite_steps, nonfinite_advice)
+        # The first iteration after _compile (where torch.compile does its work) is timed.
+        self._compile_pending = False
+        self._compile_span: tracing._Span | None = None
 
     # ----------------------------------------------------------------- collector contract
     def collector_policy(self) -> nn.Module:
@@ -166,7 +177,35 @@ class RLAlgorithm(DataParallelHooks, ABC):
                 "steps bypass Lightning's gradient scaler; use '32-true' or 'bf16-mixed'"
             )
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        super().on_train_batch_start(batch, batch_idx)
+        if self._compile_pending:
+            self._compile_span = tracing.timed(COMPILE_SPAN).__enter__()
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._compile_span is not None:
+            span, self._compile_span, self._compile_pending = self._compile_span, None, False
+            span.__exit__(None, None, None)
+            log.info(
+                "torch.compile: the first iteration of %s took %.1f s with the compile of its "
+                "losses (inductor caches it on disk: later runs compile faster)",
+                type(self).__name__,
+                span.seconds,
+            )
+
     # ----------------------------------------------------------------------- shared verbs
+    def _compile(self, loss_fn: Fn) -> Fn:
+        """``loss_fn`` through ``torch.compile`` (inductor, any device); the compile happens on
+        the first calls and the first iteration is timed (log line, trace span :data:`COMPILE_SPAN`).
+
+        Random draws inside the loss stay eager's (inductor's ``fallback_random``, a process-wide
+        switch): a compiled loss equals the eager one up to rounding on the same batch and RNG
+        state, and a resumed run continues the same random stream as an eager one.
+        """
+        torch._inductor.config.fallback_random = True
+        self._compile_pending = True
+        return torch.compile(loss_fn)
+
     @torch.no_grad()
     def _update_normalizers(self, obs: torch.Tensor, critic_obs: torch.Tensor) -> None:
         self.obs_normalizer.update(obs)

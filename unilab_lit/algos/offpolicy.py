@@ -67,7 +67,7 @@ class OffPolicyOptions:
         policy_frequency: Critic updates per actor update (>= 1).
         use_cdq: Clipped double Q in the critic target and the actor loss.
         max_grad_norm: Per-network gradient-norm clip; 0 disables clipping (>= 0).
-        compile_losses: ``torch.compile`` the critic and actor losses (CUDA only).
+        compile_losses: ``torch.compile`` the critic and actor losses (see ``RLAlgorithm._compile``).
         max_nonfinite_steps: Consecutive skipped steps of one kind that stop training (>= 1).
 
     Raises:
@@ -123,8 +123,7 @@ class OffPolicyLearner(RLAlgorithm):
     module's AMP and works on any device.
 
     ``compile_losses=True`` wraps the subclass's critic and actor loss functions in
-    ``torch.compile`` and is accepted on CUDA only: :meth:`on_fit_start` raises ``ValueError`` on
-    any other device rather than silently training uncompiled.
+    ``torch.compile`` at fit start, on any device (CPU: inductor's C++ backend).
 
     Non-finite handling: an item with a non-finite float entry is skipped whole (normalisers
     untouched); an update whose loss or gradient norm is non-finite skips that optimizer step.
@@ -218,13 +217,8 @@ class OffPolicyLearner(RLAlgorithm):
     def on_fit_start(self) -> None:
         super().on_fit_start()
         if self.offpolicy.compile_losses:
-            if self.device.type != "cuda":
-                raise ValueError(
-                    f"compile_losses=True needs a CUDA device, but this run is on "
-                    f"{self.device.type!r}; set compile_losses: false"
-                )
-            self._critic_loss_fn = torch.compile(self._critic_loss)
-            self._actor_loss_fn = torch.compile(self._actor_loss)
+            self._critic_loss_fn = self._compile(self._critic_loss)
+            self._actor_loss_fn = self._compile(self._actor_loss)
 
     def training_step(self, dataloader_iter: Iterator[Any]) -> None:
         batch, _, _ = next(dataloader_iter)
