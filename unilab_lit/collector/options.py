@@ -31,8 +31,9 @@ class CollectorOptions:
         data_timeout_s: Longest wait for the next batch before failing (> 0).
         startup_timeout_s: Longest wait for the collector to report ready (> 0).
         learner_torch_threads: Torch intra-op threads of the learner process; ``None`` gives
-            it the cores the collector does not use (at least one), because learner threads
-            that oversubscribe the cores spin against the collector (bench/README.md).
+            it the cores the collector does not use (at least one): a learner thread on a core
+            the collector also runs on stalls every parallel op at its barrier, which costs
+            more than the second thread gains (``bench/learner_speed.py``, bench/README.md).
 
     Raises:
         ValueError: if an option is out of range.
