@@ -301,6 +301,25 @@ def _refusal(args: list[str]) -> str:
     return result.stderr.strip().splitlines()[-1]
 
 
+def test_full_disk_under_the_logger_ends_the_run_in_one_line_naming_the_log_directory(
+    tmp_path,
+):
+    line = _refusal(
+        [
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            *APPO_TINY,
+            "--trainer.max_steps=20",
+            "--trainer.log_every_n_steps=1",
+            "--trainer.logger=tests.faults.full_disk_logger.FullDiskLogger",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+        ]
+    )
+    assert line.startswith(f"error: disk full while writing {tmp_path}"), line
+    assert line.endswith("No space left on device")
+
+
 def test_checkpoint_of_another_model_and_task_is_refused_in_one_line(appo_checkpoint, tmp_path):
     line = _refusal(
         [
