@@ -52,13 +52,15 @@ def _shutdown(
     """Stop event → join → terminate → kill. Runs at most once (via ``weakref.finalize``).
 
     ``config_pipe`` is a pre-started child's: closing it ends a child still waiting for its config.
-    A hung child is killed at once: it ignores SIGTERM, and the two joins would cost a stop
-    ``2 × join_timeout_s``.
+    A child still silent (hung) after :data:`HUNG_S` is killed then: it ignores SIGTERM, and the
+    two joins would cost a stop ``2 × join_timeout_s``.
     """
     if config_pipe is not None:
         config_pipe.close()
     control.request_stop()
-    if _hung(control) and process.exitcode is None:
+    # A child that acts on the request is gone within a beat; one still silent is hung.
+    process.join(min(HUNG_S, join_timeout_s))
+    if process.exitcode is None and _hung(control):
         logger.warning(
             "collector pid %s has not beaten for %.1f s while %s; killing it",
             process.pid,
