@@ -39,12 +39,14 @@ _SUMMED = (
 def job_values(
     values: Mapping[str, float], episodes: Mapping[str, Sequence[float]]
 ) -> dict[str, float]:
-    """The figures to log: this rank's own outside DDP, the job's on rank 0 under DDP.
+    """The figures to log: this rank's own outside DDP, the job's under DDP, on every rank.
 
-    Under DDP (a collective: every rank calls it at the same iteration) rank 0 receives every
-    rank's figures: counters and rates are summed, and each episode mean is taken over the
+    Under DDP (a collective: every rank calls it at the same iteration) every rank receives
+    every rank's figures: counters and rates are summed, and each episode mean is taken over the
     union of the ranks' episode windows. ``Perf/total_fps_per_rank`` keeps the mean per-rank
-    rate. Other ranks get their own figures back (Lightning writes only rank 0's logs).
+    rate. Every rank returns the same keys and values, so a callback that monitors one
+    (``ModelCheckpoint(monitor="Train/mean_reward")``) decides the same on every rank and
+    enters the same collectives, also on a rank that has not finished an episode yet.
 
     Args:
         values: This rank's counters and rates by metric key.
@@ -53,22 +55,16 @@ def job_values(
     Returns:
         Metric key to value, episode means included.
     """
-    own = {**values, **{key: float(np.mean(s)) for key, s in episodes.items() if len(s)}}
     if not distributed.is_distributed():
-        return own
+        return {**values, **{key: float(np.mean(s)) for key, s in episodes.items() if len(s)}}
     sums = {key: (float(np.sum(s)), len(s)) for key, s in episodes.items() if len(s)}
-    ranks = distributed.gather_to_rank_zero((dict(values), sums))
-    if ranks is None:
-        return own
+    ranks = distributed.gather_to_every_rank((dict(values), sums))
     out: dict[str, float] = {}
-    for rank_values, _ in ranks:
-        for key, value in rank_values.items():
-            if key in _SUMMED:
-                out[key] = out.get(key, 0.0) + value
-    for key, value in values.items():
-        out.setdefault(key, value)
     totals: dict[str, tuple[float, int]] = {}
-    for _, rank_sums in ranks:
+    for rank_values, rank_sums in ranks:
+        for key, value in rank_values.items():
+            # Summed figures add up; any other keeps the lowest rank's value.
+            out[key] = out.get(key, 0.0) + value if key in _SUMMED else out.get(key, value)
         for key, (total, count) in rank_sums.items():
             previous = totals.get(key, (0.0, 0))
             totals[key] = (previous[0] + total, previous[1] + count)
@@ -153,7 +149,7 @@ class EpisodeStatsMonitor(Callback):
         if self._collection_fps is not None:
             values[keys.COLLECTION_FPS] = self._collection_fps
         # Under DDP the job's figures (counters and rates summed over ranks, episode means over
-        # every rank's episodes); rank 0 logs them.
+        # every rank's episodes), the same on every rank.
         values = job_values(
             values, {self._episode_key(name): series for name, series in self._episodes.items()}
         )

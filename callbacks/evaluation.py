@@ -10,6 +10,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.compat.proto.summary_pb2 import Summary
 from typing_extensions import override
 
+from unilab_lit import distributed
 from unilab_lit.app.policy_episodes import (
     EpisodeResults,
     FrameRecording,
@@ -42,6 +43,10 @@ class PolicyEvaluator(Callback):
     With ``every_n_video_steps`` set, the evaluation on those iterations also renders env 0
     (offscreen) and logs up to ``video_frames`` frames as an animated clip under ``Eval/video``
     to every ``TensorBoardLogger``.
+
+    Under DDP the episodes run on rank 0 only (its env batch is the only one built) and the
+    values are broadcast, so every rank logs the same ``Eval/*`` and a checkpoint that monitors
+    one decides the same on every rank; rank 0 writes the curves and the clips.
 
     The schedule (next evaluation and video step) is in ``state_dict``, so a resumed run keeps it.
 
@@ -110,7 +115,7 @@ class PolicyEvaluator(Callback):
             self._next_step = _next_multiple(step, self.every_n_steps)
         if self._next_video_step is None and self.every_n_video_steps is not None:
             self._next_video_step = _next_multiple(step, self.every_n_video_steps)
-        if self._env is None:
+        if self._env is None and trainer.is_global_zero:
             self._env = self._make_env(trainer)
 
     @override
@@ -121,9 +126,18 @@ class PolicyEvaluator(Callback):
         if self._next_step is None or step < self._next_step:
             return
         with_video = self._next_video_step is not None and step >= self._next_video_step
-        with tracing.span("PolicyEvaluator.evaluate"):
-            results = self._evaluate(pl_module, with_video)
-        self._log(trainer, pl_module, results)
+        results = None
+        if trainer.is_global_zero:
+            with tracing.span("PolicyEvaluator.evaluate"):
+                results = self._evaluate(pl_module, with_video)
+        # Every rank reaches this step: one broadcast, entered by all of them.
+        values = distributed.broadcast_from_rank_zero(
+            None if results is None else results.eval_metrics()
+        )
+        # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log, on every rank.
+        pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
+        if results is not None:
+            self._write(trainer, values, results)
         self._next_step = _next_multiple(step, self.every_n_steps)
         if with_video:
             self._next_video_step = _next_multiple(step, self.every_n_video_steps)
@@ -170,11 +184,9 @@ class PolicyEvaluator(Callback):
         finally:
             pl_module.train(was_training)
 
-    def _log(self, trainer: Trainer, pl_module: LightningModule, results: EpisodeResults) -> None:
-        values = results.eval_metrics()
-        # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log; the curves straight
-        # to the loggers, because Lightning writes step metrics only every log_every_n_steps.
-        pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
+    def _write(self, trainer: Trainer, values: dict[str, float], results: EpisodeResults) -> None:
+        # The curves straight to the loggers, because Lightning writes step metrics only every
+        # log_every_n_steps.
         step = logger_step(trainer)
         for logger in trainer.loggers:
             logger.log_metrics(values, step=step)

@@ -14,6 +14,7 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.app.unilab_cli import SIGTERM_EXIT_STATUS
+from unilab_lit.collector.link import CollectorLink, collector_link, has_collector_link
 from unilab_lit.ipc import ownership
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,13 @@ class InterruptGuard(Callback):
       (``unilab_lit.algos.data_parallel``). SIGUSR1 is left to Lightning when it handles it
       (``SLURMEnvironment(auto_requeue=True)``).
 
+    A stop request also reaches the data module's collector link (``stop_requested``): in one
+    process a learner blocked on data (a hung collector, the first rollout, the replay warm-up)
+    stops waiting at once, training ends at the epoch end without the missing batch, and the
+    stop takes the same path (``last.ckpt`` once a step was trained since the last save; a
+    hung collector's state is left out of it and the collector is killed). Under DDP the waits
+    run to their batch or timeout: another rank may already be in the iteration's collectives.
+
     The handlers are installed in ``on_train_start`` (after Lightning's, whose SIGTERM handler
     would broadcast from inside the handler) and the previous ones are put back when training
     ends, fails or is torn down; a repeated signal during the last checkpoint's write is
@@ -49,6 +57,7 @@ class InterruptGuard(Callback):
 
     def __init__(self) -> None:
         self._trainer: Trainer | None = None
+        self._link: CollectorLink | None = None
         self._previous: dict[signal.Signals, Any] = {}
         self.interrupted = False
         self.terminated = False
@@ -60,6 +69,7 @@ class InterruptGuard(Callback):
         if threading.current_thread() is not threading.main_thread():
             return
         self._trainer = trainer
+        self._link = collector_link(trainer) if has_collector_link(trainer) else None
         handlers: dict[signal.Signals, Any] = {
             signal.SIGINT: self._on_sigint,
             signal.SIGTERM: self._on_sigterm,
@@ -74,13 +84,12 @@ class InterruptGuard(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        # Every rank enters the same collectives here, once per iteration: one while running,
-        # a second only once some rank asks to stop (was it a termination?).
-        if not distributed.any_rank(self.interrupted or self.terminated):
-            return
-        self.terminated = distributed.any_rank(self.terminated)
-        self.interrupted = not self.terminated
-        trainer.should_stop = True
+        self._agree_to_stop(trainer)
+
+    @override
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # A stop request that ended a wait for data ends the epoch without a batch end.
+        self._agree_to_stop(trainer)
 
     @override
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -105,12 +114,26 @@ class InterruptGuard(Callback):
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         self._uninstall()
 
+    def _agree_to_stop(self, trainer: Trainer) -> None:
+        # Every rank enters the same collectives here, once per iteration (and epoch): one while
+        # running, a second only once some rank asks to stop (was it a termination?).
+        if not distributed.any_rank(self.interrupted or self.terminated):
+            return
+        self.terminated = distributed.any_rank(self.terminated)
+        self.interrupted = not self.terminated
+        trainer.should_stop = True
+
+    def _request_stop(self) -> None:
+        if self._link is not None:
+            self._link.stop_requested = True
+
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.interrupted or self._trainer is None:
             # Second Ctrl-C: the user wants out now.
             self._uninstall()
             raise KeyboardInterrupt
         self.interrupted = True
+        self._request_stop()
         log.warning(
             "SIGINT at step %d: training stops after this iteration and writes last.ckpt at "
             "the stop step (resume with --ckpt_path last); press Ctrl-C again to abort at once",
@@ -122,6 +145,7 @@ class InterruptGuard(Callback):
         if trainer is None or self.terminated:
             return
         self.terminated = True
+        self._request_stop()
         log.warning(
             "%s at step %d: training stops after this iteration, writes last.ckpt at the "
             "stop step and exits with status %d (resume with --ckpt_path last)",
@@ -141,3 +165,4 @@ class InterruptGuard(Callback):
             ownership.set_graceful_sigterm(False)
         self._previous = {}
         self._trainer = None
+        self._link = None

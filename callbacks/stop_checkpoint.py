@@ -32,7 +32,7 @@ class StopCheckpoint(ModelCheckpoint):
       has finished (without ``InterruptGuard``; one process only, since the exception path
       gathers no per-rank state).
 
-    Any other exception keeps Lightning's behaviour (``save_on_exception``). Without a
+    Nothing is written before the first trained step. Any other exception keeps Lightning's behaviour (``save_on_exception``). Without a
     ``filename``, checkpoints are named by the learner iteration alone (``step=300.ckpt``):
     the single endless epoch says nothing. Every argument is ``ModelCheckpoint``'s.
 
@@ -69,9 +69,17 @@ class StopCheckpoint(ModelCheckpoint):
         return super().format_checkpoint_name(metrics, filename, ver, prefix)
 
     @override
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # An epoch that a stop request ended before the first batch trained nothing, and
+        # Lightning would write ``last`` at step 0 here and in ``on_train_end``.
+        if trainer.global_step > 0:
+            super().on_train_epoch_end(trainer, pl_module)
+
+    @override
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._save_last_at_stop(trainer)
-        super().on_train_end(trainer, pl_module)
+        if trainer.global_step > 0:
+            self._save_last_at_stop(trainer)
+            super().on_train_end(trainer, pl_module)
 
     @override
     def on_exception(

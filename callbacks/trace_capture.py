@@ -77,6 +77,7 @@ class Tracing(Callback):
         self._recorder: tracing.TraceRecorder | None = None
         self._store: TraceStore | None = None
         self._link: CollectorLink | None = None  # the collector that records too, if any
+        self._path: Path | None = None
         self._hooks: list[RemovableHandle] = []
         self._batch_began = 0
         self._backward_began = 0
@@ -121,14 +122,14 @@ class Tracing(Callback):
 
     @override
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._finish(trainer)
+        self._finish()
 
     @override
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
         try:
-            self._finish(trainer)
+            self._finish()
         except Exception:
             # Raising here would replace the exception that stopped the run.
             log.exception("Tracing: could not write the trace after the run failed")
@@ -138,6 +139,9 @@ class Tracing(Callback):
         self._stop_recording()
 
     def _start_recording(self, trainer: Trainer) -> None:
+        # Resolved now, on every rank: trainer.log_dir broadcasts, which a rank alone on an
+        # exception path would wait in forever.
+        self._path = self._output_path(trainer)
         name = "learner" if trainer.world_size == 1 else f"learner{trainer.global_rank}"
         self._recorder = tracing.TraceRecorder(name)
         self._recorder.name_thread("main")
@@ -193,11 +197,11 @@ class Tracing(Callback):
             for batch in batches:
                 self._store.add(batch)
 
-    def _finish(self, trainer: Trainer) -> None:
-        if self._recorder is None or self._store is None:
+    def _finish(self) -> None:
+        if self._recorder is None or self._store is None or self._path is None:
             return
         self._collect(final=True)
-        path = self._output_path(trainer)
+        path = self._path
         self._store.write(path, first_processes=_PROCESS_ORDER)
         if self._store.dropped_events:
             log.warning(
@@ -223,3 +227,4 @@ class Tracing(Callback):
         self._recorder = None
         self._store = None
         self._link = None
+        self._path = None

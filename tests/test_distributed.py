@@ -64,6 +64,52 @@ def test_decisions_are_global(ranks):
         assert float(record["max"]) == 1.0
     assert ranks[0]["gathered"] == [{"rank": 0}, {"rank": 1}]
     assert ranks[1]["gathered"] is None
+    for record in ranks:
+        assert record["every"] == [{"rank": 0}, {"rank": 1}]
+        assert record["broadcast"] == "from 0"
+
+
+def test_job_values_are_the_same_on_every_rank_also_one_without_episodes(ranks):
+    expected = {
+        metrics.ENV_STEPS: 30.0,
+        metrics.COLLECTION_FPS: 5.0,
+        metrics.MEAN_REWARD: 2.0,
+    }
+    assert ranks[0]["job"] == ranks[1]["job"] == expected
+
+
+CASES = ["appo", "fast_td3", "fast_sac", "fast_td3+nan"]
+
+
+@pytest.fixture(scope="module")
+def updates(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
+    """Each case's model state after one iteration: 2-rank DDP on A and B, one process on A∪B."""
+    out = tmp_path_factory.mktemp("updates")
+    for world in (2, 1):
+        args = (world, _free_port(), str(out), CASES)
+        mp.spawn(gloo_workers.one_update, args=args, nprocs=world, join=True)
+    return {
+        world: [torch.load(out / f"update{world}_{r}.pt") for r in range(world)] for world in (2, 1)
+    }
+
+
+@pytest.mark.parametrize("algo", ["appo", "fast_td3", "fast_sac"])
+def test_two_rank_update_on_a_and_b_equals_one_process_update_on_their_union(updates, algo):
+    (single,) = updates[1]
+    for rank in updates[2]:
+        assert rank[algo].keys() == single[algo].keys()
+        for key, value in single[algo].items():
+            torch.testing.assert_close(rank[algo][key], value, atol=1e-6, rtol=1e-5, msg=key)
+
+
+def test_non_finite_batch_on_rank_one_only_skips_the_update_on_both_identically(updates):
+    rank0, rank1 = (rank["fast_td3+nan"] for rank in updates[2])
+    assert all(torch.equal(rank0[key], rank1[key]) for key in rank0)
+    assert int(rank0["nonfinite_skips"]) == 1
+    initial, _ = gloo_workers.build_case("fast_td3")
+    for key, value in initial.state_dict().items():
+        if key != "nonfinite_skips":
+            assert torch.equal(rank0[key], value), key
 
 
 def test_helpers_are_identities_outside_a_process_group():

@@ -12,7 +12,10 @@ others never enter:
   learning rate, advantage statistics): :func:`all_ranks`, :func:`mean_over_ranks`,
   :func:`mean_std_over_ranks`;
 - observation statistics: :func:`moments_of_every_rank`, which every normaliser folds in rank
-  order, so each rank ends with the same bits, equal to the statistics of the union.
+  order, so each rank ends with the same bits, equal to the statistics of the union;
+- what callbacks log: :func:`gather_to_every_rank` (job figures) and
+  :func:`broadcast_from_rank_zero` (evaluation results), so every rank logs and monitors the
+  same values and enters the same collectives.
 
 Outside an initialised process group of two or more ranks (a single-process run, the collector
 subprocess) every function is the identity: no collective, and the single-process numbers stay
@@ -223,6 +226,24 @@ def gather_to_rank_zero(obj: Any) -> list[Any] | None:
     out: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
     dist.gather_object(obj, out, dst=0)
     return out
+
+
+def gather_to_every_rank(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` in rank order, on every rank (``[obj]`` outside DDP)."""
+    if not is_distributed():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_from_rank_zero(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank (``obj`` itself outside DDP); other ranks pass anything."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def ranks_per_node(trainer: Trainer) -> int:

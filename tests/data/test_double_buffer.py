@@ -107,6 +107,19 @@ def test_first_request_releases_warmup_ticks_and_seeds_from_offset_plus_tick(blo
         pipeline.close()
 
 
+def test_stop_request_ends_the_wait_for_a_batch_and_every_later_next_returns_none(blocks):
+    replay, link = blocks
+    stop = threading.Event()
+    pipeline = _pipeline(replay, link, _Alive(), timeout_s=60, stop_requested=stop.is_set)
+    try:
+        threading.Timer(0.2, stop.set).start()  # nobody answers the pack request
+        assert pipeline.next() is None
+        assert pipeline.next() is None
+        assert pipeline.tick == 0
+    finally:
+        pipeline.close()
+
+
 def test_pack_completed_for_another_tick_raises_tick_mismatch(blocks):
     replay, link = blocks
     pipeline = _pipeline(replay, link, _Alive(), timeout_s=10)

@@ -2,14 +2,16 @@
 
 Run as a script (Lightning's DDP launcher re-runs this file for rank 1):
     python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--ckpt PATH]
-        [--kill-collector-rank R] [--max-env-steps B]
+        [--kill-collector-rank R] [--max-env-steps B] [--evaluate]
 Each rank writes ``OUT_DIR/rank<r>.pt``: its module state, optimizer states, the raw policy
 observations its normaliser folded in, its data module's env-step counter, on rank 0 the logged
 ``Train/env_steps``, and what it resumed from (the step and env-step counter at the start of
 training, the rank whose callback state it restored). A job stopped by SIGTERM exits with
 status 143, as ``unilab_lit.app.unilab_cli`` does. ``--kill-collector-rank`` SIGKILLs that rank's collector after its
 second iteration (the job must end with that rank's error). ``--max-env-steps`` adds an
-``EnvStepBudget`` of ``B`` env steps.
+``EnvStepBudget`` of ``B`` env steps. ``--evaluate`` adds a ``PolicyEvaluator`` with clips, a
+TensorBoard logger and checkpoints monitoring ``Eval/mean_reward`` and ``Train/mean_reward``;
+only rank 0's collector finishes episodes (8-step ones), so rank 1 has none of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -34,6 +37,7 @@ from callbacks import (  # noqa: E402
     EpisodeStatsMonitor,
     InterruptGuard,
     ObsNormSync,
+    PolicyEvaluator,
     RLCheckpoint,
     WeightSync,
 )
@@ -116,6 +120,7 @@ class Recorder(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         logged = trainer.callback_metrics.get(metrics.ENV_STEPS)
         record = {
+            "callback_metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
             "state": {k: v.clone() for k, v in pl_module.state_dict().items()},
             "optimizers": [opt.state_dict() for opt in trainer.optimizers],
             "obs": torch.cat(self.obs),
@@ -138,9 +143,16 @@ def main() -> None:
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--kill-collector-rank", type=int, default=None)
     parser.add_argument("--max-env-steps", type=int, default=None)
+    parser.add_argument("--evaluate", action="store_true")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     model, data = build(args.algo)
+    if args.evaluate:
+        # Rank 1 is this script re-run by Lightning's launcher with LOCAL_RANK set.
+        rank = int(os.environ.get("LOCAL_RANK", 0))
+        task = {"class_path": "CartpoleSwingup", "init_args": {"max_episode_steps": 8}}
+        if rank == 0:
+            data.collector = dataclasses.replace(data.collector, task=task)
     callbacks: list[Callback] = [
         WeightSync(),
         ObsNormSync(),
@@ -160,16 +172,39 @@ def main() -> None:
                 save_last=True,
             )
         )
+    logger = False
+    if args.evaluate:
+        evaluator = PolicyEvaluator(
+            every_n_steps=1,
+            episodes=2,
+            num_envs=2,
+            task=task,
+            every_n_video_steps=2,
+            video_frames=4,
+            video_width=32,
+            video_height=24,
+        )
+        callbacks.append(evaluator)
+        for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD):
+            callbacks.append(
+                ModelCheckpoint(
+                    dirpath=args.out_dir / "best" / key.replace("/", "_"),
+                    monitor=key,
+                    mode="max",
+                    every_n_train_steps=1,
+                )
+            )
+        logger = TensorBoardLogger(args.out_dir, name="tb")
     trainer = Trainer(
         max_steps=args.steps,
         accelerator="cpu",
         strategy="ddp",
         devices=args.devices,
-        logger=False,
+        logger=logger,
         log_every_n_steps=1,
         enable_progress_bar=False,
         enable_model_summary=False,
-        enable_checkpointing=bool(args.checkpoint_every),
+        enable_checkpointing=bool(args.checkpoint_every) or args.evaluate,
         callbacks=callbacks,
     )
     try:

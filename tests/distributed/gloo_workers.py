@@ -7,9 +7,16 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from tensordict import TensorDict
+from torch.utils.data import IterableDataset
 
+from callbacks.episode_stats import job_values
+from tests.algos import appo_batches, offpolicy_batches
 from unilab_lit import distributed
+from unilab_lit.algos.fast_sac import FastSAC
+from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.nn.normalization import ObsNormalizer
+from unilab_lit.telemetry import metrics
 
 
 def _data(rank: int, rows: int) -> torch.Tensor:
@@ -40,7 +47,77 @@ def collectives(rank: int, world: int, port: int, out_dir: str) -> None:
             "any": (distributed.any_rank(rank == 1), distributed.any_rank(False)),
             "max": distributed.reduce_over_ranks(torch.tensor([float(rank)]), "max"),
             "gathered": distributed.gather_to_rank_zero({"rank": rank}),
+            "every": distributed.gather_to_every_rank({"rank": rank}),
+            "broadcast": distributed.broadcast_from_rank_zero(f"from {rank}"),
+            # Rank 1 has finished no episode yet and has no collection rate.
+            "job": job_values(
+                {metrics.ENV_STEPS: 10.0 * (rank + 1)}
+                | ({metrics.COLLECTION_FPS: 5.0} if rank == 0 else {}),
+                {metrics.MEAN_REWARD: [1.0, 3.0] if rank == 0 else []},
+            ),
         }
         torch.save(record, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
+
+
+def _zero_noise(like: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    return torch.zeros_like(like)
+
+
+def build_case(algo: str) -> tuple[torch.nn.Module, list[TensorDict]]:
+    """A small ``algo`` (seeded, so every process builds the same one; the off-policy actor
+    steps with the critic) and two batches A, B."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    if algo == "appo":
+        # One minibatch, one pass: the update is one mean over the batch, whatever its order.
+        model = appo_batches.small_appo(num_learning_epochs=1, num_mini_batches=1)
+        return model, [appo_batches.random_batch(g, 0) for _ in range(2)]
+    cls = FastTD3 if algo == "fast_td3" else FastSAC
+    model = offpolicy_batches.build(
+        cls, **offpolicy_batches.SMALL, updates_per_step=1, policy_frequency=1
+    )
+    return model, [offpolicy_batches.random_batch(g, 32) for _ in range(2)]
+
+
+class _Repeat(IterableDataset):
+    def __init__(self, item: TensorDict) -> None:
+        self.item = item
+
+    def __iter__(self):
+        while True:
+            yield self.item.clone()
+
+
+def one_update(rank: int, world: int, port: int, out_dir: str, cases: list[str]) -> None:
+    """One iteration of each case's algorithm: under 2-rank DDP on batch A (rank 0) or B
+    (rank 1), or in one process (``world == 1``) on A∪B; saves each model's state.
+
+    A case ``<algo>+nan`` puts a NaN reward into rank 1's batch. Gaussian draws are zero, so
+    the per-rank noise streams cannot differ from the single process's.
+    """
+    # What torchrun sets: Lightning then joins this group instead of launching processes.
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE=str(world),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        NODE_RANK="0",
+    )
+    torch.randn_like = _zero_noise
+    torch.set_num_threads(1)
+    records = {}
+    for case in cases:
+        algo, _, poison = case.partition("+")
+        model, (a, b) = build_case(algo)
+        if poison and rank == 1:
+            b["reward"][3] = float("nan")
+        batch = torch.cat([a, b], dim=a.batch_dims - 1) if world == 1 else (a, b)[rank]
+        trainer = offpolicy_batches.make_trainer(
+            Path(out_dir), 1, **({} if world == 1 else {"strategy": "ddp", "devices": world})
+        )
+        trainer.fit(model, train_dataloaders=offpolicy_batches.loader(_Repeat(batch)))
+        records[case] = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.save(records, Path(out_dir) / f"update{world}_{rank}.pt")

@@ -19,8 +19,10 @@ import torch
 from tests.conftest import REPO, processes_with_mark
 from tests.test_resume import NUM_ENVS, NUM_STEPS
 from unilab_lit.ipc import list_segments
+from unilab_lit.telemetry import metrics
 
 JOB = Path(__file__).with_name("ddp_job.py")
+_JOB_PREFIXES = ("Train/", "Episode/", "Perf/", "Eval/")
 N = 3
 
 
@@ -92,6 +94,28 @@ def test_logged_env_steps_equals_sum_over_ranks(appo_ranks):
     rank0, rank1 = appo_ranks
     assert rank0["env_steps"] > 0 and rank1["env_steps"] > 0
     assert rank0["logged_env_steps"] == rank0["env_steps"] + rank1["env_steps"]
+    assert rank1["logged_env_steps"] == rank0["logged_env_steps"]
+
+
+def test_evaluator_with_clips_and_monitored_checkpoints_run_on_two_ranks_logging_the_same(
+    tmp_path: Path,
+):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # Enough iterations for a metrics report of rank 0's collector (one a second).
+    rank0, rank1 = _fit("appo", tmp_path, env, "--steps", "20", "--evaluate")
+    assert rank0["global_step"] == rank1["global_step"] == 20
+    # The callbacks' job figures and evaluation; the losses are each rank's own.
+    logged, logged1 = (
+        {k: v for k, v in rank["callback_metrics"].items() if k.startswith(_JOB_PREFIXES)}
+        for rank in (rank0, rank1)
+    )
+    assert logged1 == logged
+    # Rank 1 finished no episode of its own, yet monitors the job's mean reward as rank 0 does.
+    assert metrics.MEAN_REWARD in logged and metrics.EVAL_MEAN_REWARD in logged
+    for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD):
+        assert list((tmp_path / "best" / key.replace("/", "_")).glob("*.ckpt"))
+    (events,) = (tmp_path / "tb").rglob("events.out.tfevents.*")
+    assert metrics.EVAL_VIDEO.encode() in events.read_bytes()  # the clip, written by rank 0
 
 
 def test_appo_options_keep_ranks_identical_with_value_statistics_of_every_rank(tmp_path: Path):

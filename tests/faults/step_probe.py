@@ -10,7 +10,8 @@ from typing_extensions import override
 
 
 class StepProbe(Callback):
-    """Writes ``trainer.global_step`` to ``path`` after every iteration (replace, not append).
+    """Writes ``trainer.global_step`` to ``path`` when training starts and after every iteration
+    (replace, not append).
 
     Args:
         path: File the step number is written to.
@@ -20,16 +21,23 @@ class StepProbe(Callback):
         self.path = Path(path)
 
     @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._write(trainer.global_step)
+
+    @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self._write(trainer.global_step)
+
+    def _write(self, step: int) -> None:
         scratch = self.path.with_suffix(".tmp")
-        scratch.write_text(str(trainer.global_step))
+        scratch.write_text(str(step))
         scratch.replace(self.path)
 
 
 def read_step(path: Path) -> int:
-    """The last step a :class:`StepProbe` wrote, or -1 before the first."""
+    """The last step a :class:`StepProbe` wrote (0 once training started), or -1 before."""
     try:
         return int(path.read_text())
     except (FileNotFoundError, ValueError):

@@ -22,11 +22,13 @@ import torch
 from tests.conftest import REPO, processes_with_mark
 from tests.faults.step_probe import read_step
 from tests.test_cli import CliRun, assert_no_leftovers, run_cli
+from unilab_lit.collector.process import HUNG_S
 from unilab_lit.ipc import ShmBlock, list_segments
 from unilab_lit.ipc.reclaim import COLLECTOR_DIR_PREFIX
 
 STARTUP_S = 240  # imports, collector spawn and the first iterations on a loaded 2-core machine
 EXIT_S = 60
+STOP_S = 5  # a stop request while the learner waits on data (issue 22)
 APPO_TINY = [
     "--trainer.enable_progress_bar=false",
     "--data.init_args.collector.num_envs=16",
@@ -152,6 +154,56 @@ def test_sigterm_to_the_group_writes_last_checkpoint_with_replay_and_exits_143(
     assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
 
 
+def _collector_pid(mark: str) -> int:
+    """The collector child of the marked run (the resource tracker carries the mark too)."""
+    (pid,) = [
+        pid
+        for pid in processes_with_mark(mark)
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    return pid
+
+
+@pytest.mark.parametrize(
+    ("waiting_at", "tiny"),
+    [
+        # Rollouts of 32k env steps: the collector is stopped before its first one is complete.
+        (0, [*APPO_TINY, "--data.init_args.num_steps=2000"]),
+        (2, APPO_TINY),
+    ],
+    ids=["first_rollout", "hung_collector"],
+)
+def test_sigterm_while_the_learner_waits_on_a_hung_collector_exits_143_within_seconds(
+    waiting_at, tiny, tmp_path, marked_env
+):
+    env, mark = marked_env
+    runs, probe = tmp_path / "runs", tmp_path / "step"
+    proc = _start_training("configs/appo.yaml", tiny, env, tmp_path, waiting_at)
+    try:
+        collector = _collector_pid(mark)
+        os.kill(collector, signal.SIGSTOP)
+        time.sleep(HUNG_S + 1)  # the learner drains the ring, then waits on the hung collector
+        stop_step = read_step(probe)
+        proc.send_signal(signal.SIGTERM)  # the learner only: the collector stays hung
+        returncode = proc.wait(timeout=STOP_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = (tmp_path / "stderr").read_text()
+    assert returncode == 143, stderr[-4000:]
+    assert read_step(probe) == stop_step
+    if waiting_at == 0:
+        assert stop_step == 0
+        assert not list(runs.rglob("last.ckpt")), "a checkpoint without a trained step"
+    else:
+        checkpoint = _last_checkpoint(runs)
+        assert checkpoint["global_step"] == stop_step >= waiting_at
+        assert checkpoint["RolloutDataModule"]["collector"] is None  # hung: left out
+    assert f"collector pid {collector} has not beaten" in stderr
+    assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
+
+
 def test_new_start_reclaims_blocks_of_a_group_sigkilled_run_and_spares_live_ones(
     tmp_path, marked_env
 ):
@@ -247,6 +299,25 @@ def _refusal(args: list[str]) -> str:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     return result.stderr.strip().splitlines()[-1]
+
+
+def test_full_disk_under_the_logger_ends_the_run_in_one_line_naming_the_log_directory(
+    tmp_path,
+):
+    line = _refusal(
+        [
+            "fit",
+            "--config",
+            "configs/appo.yaml",
+            *APPO_TINY,
+            "--trainer.max_steps=20",
+            "--trainer.log_every_n_steps=1",
+            "--trainer.logger=tests.faults.full_disk_logger.FullDiskLogger",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+        ]
+    )
+    assert line.startswith(f"error: disk full while writing {tmp_path}"), line
+    assert line.endswith("No space left on device")
 
 
 def test_checkpoint_of_another_model_and_task_is_refused_in_one_line(appo_checkpoint, tmp_path):

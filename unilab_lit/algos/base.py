@@ -171,6 +171,7 @@ class RLAlgorithm(DataParallelHooks, ABC):
         ]
 
     def on_fit_start(self) -> None:
+        super().on_fit_start()
         if self.trainer.precision == "16-mixed":
             raise ValueError(
                 f"{type(self).__name__} does not support precision='16-mixed': its raw optimizer "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerStatus
 
@@ -83,6 +84,12 @@ def select_rank_state(trainer: Trainer, checkpoint: dict[str, Any]) -> None:
 class DataParallelHooks(LightningModule):
     """Mixin for the learners: DDP gradient sync by the learner, per-rank state in checkpoints.
 
+    - ``on_fit_start``: each rank's learner-side random draws (FastTD3's target-policy noise,
+      FastSAC's action samples, APPO's minibatch order) come from a stream of its own: rank
+      ``r > 0`` reseeds torch's generators with ``rank_seed(torch.initial_seed(), r)``, rank 0
+      keeps its stream (a one-rank run draws what a run without DDP draws). Every rank's
+      generator states are in the checkpoint (``callbacks.RLCheckpoint``), so a resume
+      continues each stream exactly.
     - ``on_train_batch_start``: DDP's reducer is kept out of this step's backward passes; the
       learner averages gradients before every optimizer step instead
       (:func:`unilab_lit.distributed.take_over_gradient_sync`, ``RLAlgorithm._step``).
@@ -92,6 +99,13 @@ class DataParallelHooks(LightningModule):
 
     Without DDP every hook is a no-op. A subclass overriding one of them calls ``super()``.
     """
+
+    def on_fit_start(self) -> None:
+        # After the model is built and DDP broadcast rank 0's parameters, before RLCheckpoint
+        # puts a resumed run's streams back (on_train_start).
+        rank = distributed.global_rank()
+        if rank > 0:
+            torch.manual_seed(distributed.rank_seed(torch.initial_seed(), rank))
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         distributed.take_over_gradient_sync(self.trainer)

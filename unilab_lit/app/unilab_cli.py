@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
+import shutil
 import signal
 import sys
 import time
@@ -153,6 +155,24 @@ def with_default_callbacks(callbacks: list[Callback], checkpointing: bool = True
     return [*callbacks, *added]
 
 
+def _disk_full(err: OSError, trainer: Trainer | None) -> str:
+    """One line for a full disk outside the checkpoint writes (those name their file already):
+    the file if the error names one, else the loggers' directories (TensorBoard's writer thread
+    reports a failed write without its file)."""
+    if err.filename is not None:
+        where = [str(err.filename)]
+    else:
+        loggers = [] if trainer is None else trainer.loggers
+        where = [str(lg.log_dir) for lg in loggers if getattr(lg, "log_dir", None) is not None]
+    if not where:
+        return f"disk full: {err.strerror or err}"
+    existing = Path(where[0])
+    while not existing.exists():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    return f"disk full while writing {', '.join(where)} ({free} bytes free): {err.strerror or err}"
+
+
 def _root_message(err: BaseException) -> str:
     while err.__cause__ is not None:
         err = err.__cause__
@@ -261,6 +281,10 @@ class UnilabCLI(LightningCLI):
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
         except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
             raise SystemExit(f"error: {err}") from None
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise SystemExit(f"error: {_disk_full(err, getattr(self, 'trainer', None))}") from None
 
     @staticmethod
     @override

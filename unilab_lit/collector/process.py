@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A ready collector beats every env step and every wait poll (milliseconds); one silent this
+# long is hung (or SIGSTOPped) and cannot act on a request.
+HUNG_S = 1.0
+
 
 class CollectorError(RuntimeError):
     """The collector failed: it raised (message holds its traceback), died, or stalled."""
@@ -49,10 +53,22 @@ def _shutdown(
     """Stop event → join → terminate → kill. Runs at most once (via ``weakref.finalize``).
 
     ``config_pipe`` is a pre-started child's: closing it ends a child still waiting for its config.
+    A child still silent (hung) after :data:`HUNG_S` is killed then: it ignores SIGTERM, and the
+    two joins would cost a stop ``2 × join_timeout_s``.
     """
     if config_pipe is not None:
         config_pipe.close()
     control.request_stop()
+    # A child that acts on the request is gone within a beat; one still silent is hung.
+    process.join(min(HUNG_S, join_timeout_s))
+    if process.exitcode is None and _hung(control):
+        logger.warning(
+            "collector pid %s has not beaten for %.1f s while %s; killing it",
+            process.pid,
+            control.seconds_since_heartbeat(),
+            control.phase_name,
+        )
+        process.kill()
     process.join(join_timeout_s)
     if process.exitcode is None:
         logger.warning("collector pid %s ignored the stop request; terminating it", process.pid)
@@ -62,6 +78,10 @@ def _shutdown(
         logger.warning("collector pid %s ignored SIGTERM; killing it", process.pid)
         process.kill()
         process.join()
+
+
+def _hung(control: ControlBlock) -> bool:
+    return control.state == READY and control.seconds_since_heartbeat() > HUNG_S
 
 
 class CollectorProcess:
@@ -127,6 +147,11 @@ class CollectorProcess:
     def running(self) -> bool:
         """Started, not stopped, and the child has not exited."""
         return self._process is not None and not self._stopping and self._process.exitcode is None
+
+    @property
+    def hung(self) -> bool:
+        """Running, ready, and silent for over :data:`HUNG_S` (stuck, or stopped by SIGSTOP)."""
+        return self.running and _hung(self.control)
 
     def start(self, timeout: float = 120.0) -> None:
         """Spawn the child and block until it reports ready (:meth:`spawn` + :meth:`wait_ready`).

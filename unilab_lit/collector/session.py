@@ -153,7 +153,11 @@ class CollectorSession:
         if self._process is None or self._state_dir is None:
             return None
         return collector_state.take_snapshot(
-            self._process, self._state_dir, self.transport, self.options.stall_timeout_s
+            self._process,
+            self._state_dir,
+            self.transport,
+            self.options.stall_timeout_s,
+            stopping=self._link is not None and self._link.stop_requested,
         )
 
     def restore(self, state: dict[str, Any]) -> None:

@@ -14,20 +14,32 @@ log = logging.getLogger(__name__)
 
 
 def take_snapshot(
-    collector: CollectorProcess, state_dir: Path, transport: Transport, timeout_s: float
+    collector: CollectorProcess,
+    state_dir: Path,
+    transport: Transport,
+    timeout_s: float,
+    stopping: bool = False,
 ) -> dict[str, Any] | None:
     """The running collector's state at its next step boundary; ``None`` if it is not running
-    or does not answer within ``timeout_s`` (logged: the checkpoint goes on without it)."""
+    or does not answer within ``timeout_s`` (logged: the checkpoint goes on without it).
+
+    ``stopping``: the checkpoint of a stop request, which must not wait ``timeout_s`` for a
+    hung collector (``CollectorProcess.hung``): its state is left out as soon as it is hung.
+    """
     if not collector.running:
         return None
     try:
+        if stopping and collector.hung:
+            raise CollectorError(f"collector (pid {collector.pid}) is hung at the stop")
         transport.quiesce(collector, timeout_s)
         request = collector.control.request_snapshot()
         collector.wait_for(
-            lambda: collector.control.snapshot_done >= request,
+            lambda: collector.control.snapshot_done >= request or (stopping and collector.hung),
             timeout=timeout_s,
             watch=collector.control.snapshot_watch(),
         )
+        if collector.control.snapshot_done < request:
+            raise CollectorError(f"collector (pid {collector.pid}) hung during the snapshot")
     except (CollectorError, TimeoutError) as err:
         # A checkpoint written because the collector failed must still be written.
         log.warning("checkpoint without the collector's state: %s", err)

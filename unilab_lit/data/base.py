@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -178,6 +179,18 @@ class CollectorDataModule(LightningDataModule, ABC):
         self._feed = feed
         if self._session is not None:
             self._session.link.feed = feed
+
+    def _stop_check(self) -> Callable[[], bool] | None:
+        """What ends this fit's waits for data early: a stop request on the collector link.
+
+        One process only: under DDP another rank may already be in the iteration's collectives,
+        so a rank that left its wait would enter a different one; there the waits run to their
+        batch or their timeout.
+        """
+        if distributed.is_distributed():
+            return None
+        link = self.collector_link
+        return lambda: link.stop_requested
 
     def _item_loader(self, dataset: FeedingDataset) -> DataLoader:
         """The loader of ``dataset``, whose items are whole batches; its counters are read from now on."""

@@ -7,6 +7,7 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -60,7 +61,9 @@ class DoubleBufferPipeline:
     Errors, none of which leave a wait unbounded: a dead, failed or stalled collector raises its
     ``CollectorError``; a pack completed for another tick raises ``RuntimeError`` ("tick
     mismatch"); no replay progress and no batch within ``timeout_s`` raises ``TimeoutError``;
-    after any of them, and after :meth:`close`, :meth:`next` raises ``RuntimeError``.
+    after any of them, and after :meth:`close`, :meth:`next` raises ``RuntimeError``. Once
+    ``stop_requested()`` is true, a wait for a batch ends and :meth:`next` returns ``None``
+    from then on (training stops).
 
     Args:
         link: The learner's ``LockstepLink``; its ``sample_count`` rows make one batch.
@@ -77,6 +80,7 @@ class DoubleBufferPipeline:
             no overlap, but the collector always acts with the weights of the iteration before,
             so a run depends only on its seeds, and between iterations the collector is idle
             with exactly the ticks trained on in the replay (an exact checkpoint).
+        stop_requested: Polled while the learner waits: a stop request ends the wait.
 
     Raises:
         ValueError: if a size, the timeout or the offset is out of range, or ``link`` and
@@ -96,6 +100,7 @@ class DoubleBufferPipeline:
         timeout_s: float = 120.0,
         tick_offset: int = 0,
         synchronous: bool = False,
+        stop_requested: Callable[[], bool] | None = None,
     ) -> None:
         if rows_per_tick < 1:
             raise ValueError(f"rows_per_tick must be >= 1, got {rows_per_tick}")
@@ -119,6 +124,8 @@ class DoubleBufferPipeline:
         self.timeout_s = timeout_s
         self.tick_offset = tick_offset
         self.synchronous = synchronous
+        self._stop_requested = stop_requested
+        self._stopped = False
         self.tick = 0  # tick of the batch last returned; 0 before the first
         self.warmup_ticks = 0
         self.last_wait_s = 0.0
@@ -153,11 +160,12 @@ class DoubleBufferPipeline:
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def next(self) -> torch.Tensor:
+    def next(self) -> torch.Tensor | None:
         """The packed batch of the next tick, ``[sample_count, width]`` on ``device``.
 
         The tensor is a device slot: valid until the following call, which hands the slot back
-        to the copier. The first call runs the warm-up.
+        to the copier. The first call runs the warm-up. ``None`` once a stop request ended a
+        wait.
 
         Raises:
             RuntimeError: after :meth:`close` or an earlier failure, or on a tick mismatch.
@@ -170,6 +178,8 @@ class DoubleBufferPipeline:
             raise RuntimeError(
                 f"DoubleBufferPipeline.next() after a failure at tick {self.tick + 1}"
             ) from self._failure
+        if self._stopped:
+            return None
         try:
             return self._advance()
         except BaseException as exc:
@@ -193,7 +203,7 @@ class DoubleBufferPipeline:
             self._pinned_ptr = None
 
     # ------------------------------------------------------------------------ learner side
-    def _advance(self) -> torch.Tensor:
+    def _advance(self) -> torch.Tensor | None:
         with tracing.timed("wait_for_data") as wait:
             if self.tick == 0:
                 tick = self._start()
@@ -201,8 +211,10 @@ class DoubleBufferPipeline:
                 tick = self.tick + 1
                 if self.synchronous:
                     self._request(tick)
-            self._wait_copied(tick)
+            self._stopped = not self._wait_copied(tick)
         self.last_wait_s = wait.seconds
+        if self._stopped:
+            return None
         slot = tick % NUM_SLOTS
         if self._cuda:
             torch.cuda.current_stream(self.device).wait_event(self._copied[slot])
@@ -248,12 +260,15 @@ class DoubleBufferPipeline:
         )
         self._jobs.put(tick)
 
-    def _wait_copied(self, tick: int) -> None:
+    def _wait_copied(self, tick: int) -> bool:
+        """Wait until ``tick`` is in its device slot; ``False`` if a stop request came first."""
         warming_up = tick == self.warmup_ticks + 1 and self.warmup_ticks > 0
         progress_ptr = self._replay.write_ptr
         progress_at = next_log = time.monotonic()
         # Between two collector liveness checks the learner blocks on the copier's event.
         while not self._done.wait(WAIT_SLICE_S):
+            if self._stop_requested is not None and self._stop_requested():
+                return False
             self._collector.check()
             now = time.monotonic()
             ptr = self._replay.write_ptr
@@ -276,6 +291,7 @@ class DoubleBufferPipeline:
             )
         if warming_up:
             log.info("replay warm-up done: %d rows; training starts", self._replay.size)
+        return True
 
     def _pin_host_slots(self) -> None:
         first, last = self._link.slot(0), self._link.slot(NUM_SLOTS - 1)

@@ -48,7 +48,8 @@ class ReplayDataset(FeedingDataset):
     raw) and ``done``, ``truncated [R]`` (bool; ``done`` is terminated-or-truncated). The float
     tensors are column views of the pipeline's device slot, valid until the next item is drawn.
     :attr:`stats` counts the collector steps behind the items (from ``start``, the counts of
-    earlier runs) and the latest wait.
+    earlier runs) and the latest wait. The stream ends when the pipeline's wait ended on a stop
+    request.
     """
 
     def __init__(
@@ -60,11 +61,13 @@ class ReplayDataset(FeedingDataset):
         self.stats = dataclasses.replace(self._start)
 
     def __iter__(self) -> Iterator[TensorDict]:
-        while True:
-            yield self._next_item()
+        while (item := self._next_item()) is not None:
+            yield item
 
-    def _next_item(self) -> TensorDict:
+    def _next_item(self) -> TensorDict | None:
         packed = self._pipeline.next()
+        if packed is None:
+            return None  # a stop was requested
         pipeline = self._pipeline
         self.stats.last_wait_s = pipeline.last_wait_s
         delivered = pipeline.tick * pipeline.rows_per_tick  # every delivered row is sampled from
@@ -252,6 +255,7 @@ class ReplayDataModule(CollectorDataModule):
             timeout_s=self.collector.data_timeout_s,
             tick_offset=self._feed.env_steps // self.rows_per_tick,
             synchronous=self.synchronous,
+            stop_requested=self._stop_check(),
         )
         return self._item_loader(ReplayDataset(self.pipeline, transport.replay, self._feed))
 

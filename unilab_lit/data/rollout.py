@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -41,7 +41,8 @@ class RolloutDataset(FeedingDataset):
     ``TensorDict`` of batch size ``[T, M]``, see :func:`~unilab_lit.data.staging.rollout_batch`).
     :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (from
     ``start``, the counts of earlier runs) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
-    within ``timeout_s`` raises ``TimeoutError``.
+    within ``timeout_s`` raises ``TimeoutError``. Once ``stop_requested()`` is true, a wait
+    without a rollout ends the stream instead (training stops after the last iteration).
     """
 
     def __init__(
@@ -52,19 +53,24 @@ class RolloutDataset(FeedingDataset):
         timeout_s: float,
         gate: RolloutGate | None = None,
         start: FeedStats | None = None,
+        stop_requested: Callable[[], bool] | None = None,
     ) -> None:
         self._ring = ring
         self._gate = gate
         self._pool = pool
         self._collector = collector
         self._timeout_s = timeout_s
+        self._stop_requested = stop_requested
         self.stats = dataclasses.replace(start or FeedStats())
 
     def __iter__(self) -> Iterator[TensorDict]:
-        while True:
-            yield self._next_batch()
+        while (batch := self._next_batch()) is not None:
+            yield batch
 
-    def _next_batch(self) -> TensorDict:
+    def _stopping(self) -> bool:
+        return self._stop_requested is not None and self._stop_requested()
+
+    def _next_batch(self) -> TensorDict | None:
         if self._gate is not None:
             # Every on_train_batch_end of the previous iteration has run: the collector pulls
             # the weights and statistics that iteration published.
@@ -72,7 +78,7 @@ class RolloutDataset(FeedingDataset):
         try:
             with tracing.timed("wait_for_data") as wait:
                 self._collector.wait_for(
-                    lambda: self._ring.available() > 0,
+                    lambda: self._ring.available() > 0 or self._stopping(),
                     timeout=self._timeout_s,
                     watch=self._ring.commits,
                 )
@@ -82,6 +88,8 @@ class RolloutDataset(FeedingDataset):
                 f"collector is alive; raise data.init_args.collector.data_timeout_s for slow tasks"
             ) from err
         self.stats.last_wait_s = wait.seconds
+        if self._ring.available() == 0:
+            return None  # a stop was requested
         staged = 0
         with tracing.span("stage_to_device"):  # ring → staging pool: the one device copy
             while self._pool.stage_from(self._ring):
@@ -270,6 +278,7 @@ class RolloutDataModule(CollectorDataModule):
             self.collector.data_timeout_s,
             transport.gate,
             start=self._feed,
+            stop_requested=self._stop_check(),
         )
         return self._item_loader(dataset)
 
