@@ -97,6 +97,8 @@ def fetch_models(wheel: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
         if wheel is None:
             wheel = _download(Path(tmp))
+        elif not wheel.is_file():
+            raise RobotModelError(f"no wheel {wheel}; {how_to_get('the robot')}")
         _check_sha256(wheel)
         staged = Path(tmp) / "models"
         _extract(wheel, staged)
