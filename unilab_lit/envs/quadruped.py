@@ -223,6 +223,9 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         self._previous_action, self._last_action = self._last_action, actions.astype(np.float64)
         return self._home_joints + self._action_scale * self._last_action
 
+    def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._home_joints.copy(), np.full(NUM_JOINTS, self._action_scale)
+
     def _simulate(self) -> None:
         super()._simulate()
         # The step's reward tracks the command the policy acted on; a command due for a new draw
