@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import REPO
 from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.envs import make_env, registered_tasks
+from unilab_lit.envs.randomization import DomainRandomization
 from unilab_lit.envs.robots.assets import FETCH_COMMAND
 from unilab_lit.envs.robots.g1 import G1Walk
 from unilab_lit.envs.robots.go1 import Go1Joystick
@@ -25,6 +26,15 @@ ROBOTS = [
     pytest.param(Go1Joystick, "unitree_go1", 49, 52, 12, id="Go1Joystick"),
     pytest.param(G1Walk, "unitree_g1", 98, 101, 29, id="G1Walk"),
 ]
+
+
+def _twin(name: str) -> str:
+    for left, right in (("left_", "right_"), ("FL_", "FR_"), ("RL_", "RR_")):
+        if name.startswith(left):
+            return right + name[len(left) :]
+        if name.startswith(right):
+            return left + name[len(right) :]
+    return name
 
 
 def _zeros(env) -> np.ndarray:
@@ -152,3 +162,61 @@ def test_missing_model_ends_the_cli_in_one_line_before_a_collector_starts(tmp_pa
     assert FETCH_COMMAND in message and "model_dir" in message
     assert multiprocessing.active_children() == []
     assert list_segments(os.getpid()) == []
+
+
+@pytest.mark.parametrize(("task", "folder", "policy", "critic", "actions"), ROBOTS)
+def test_randomization_draws_per_env_values_and_replays_from_the_seed(
+    robot_models, task, folder, policy, critic, actions
+):
+    options = DomainRandomization(
+        friction_range=(0.5, 1.25),
+        base_mass_offset_range=(-1.0, 1.0),
+        motor_strength_range=(0.9, 1.1),
+        obs_noise={"joint_vel": 1.5},
+        action_delay_probability=0.5,
+    )
+    runs = []
+    for _ in range(2):
+        env = task(num_envs=4, seed=7, randomization=options)
+        obs = env.reset()
+        runs.append((obs[POLICY], env.step(_zeros(env))[0][POLICY], env.randomization_values))
+    values = runs[0][2]
+    assert np.unique(values["friction"]).size == 4
+    assert values["motor_strength"].shape == (4, actions)
+    for first, second in zip(runs[0][:2], runs[1][:2], strict=True):
+        np.testing.assert_array_equal(first, second)
+
+
+@pytest.mark.parametrize(("task", "folder", "policy", "critic", "actions"), ROBOTS)
+def test_deployment_metadata_describes_the_robot_in_action_order(
+    robot_models, task, folder, policy, critic, actions
+):
+    env = task(num_envs=1)
+    meta = env.deployment_metadata()
+    assert meta["joint_names"] == list(env.joint_names)
+    np.testing.assert_allclose(meta["default_joint_pos"], env.default_joint_pos)
+    np.testing.assert_allclose(meta["action_offset"], env.default_joint_pos)
+    np.testing.assert_allclose(meta["action_scale"], env.action_scale)
+    np.testing.assert_allclose(meta["actuator_kp"], env.stiffness)
+    np.testing.assert_allclose(meta["actuator_kd"], env.damping)
+    np.testing.assert_allclose(meta["effort_limit"], env.effort_limit)
+    assert meta["observation_layout"][-1] == {
+        "name": "gait_phase",
+        "start": policy - (4 if task is Go1Joystick else 2),
+        "stop": policy,
+    }
+
+
+@pytest.mark.parametrize(("task", "folder", "policy", "critic", "actions"), ROBOTS)
+def test_mirror_pairs_left_and_right_joints_and_keeps_the_symmetric_home_pose(
+    robot_models, task, folder, policy, critic, actions
+):
+    env = task(num_envs=1)
+    mirror = env.spec.mirror
+    mirror.check_sizes(policy, critic, actions)
+    names = env.joint_names
+    assert [names[j] for j in mirror.actions.index] == [_twin(name) for name in names]
+    # Abduction (Go1 hip), roll and yaw joints turn about x or z: their sign flips.
+    flips = [name.endswith("_hip_joint") or "roll" in name or "yaw" in name for name in names]
+    assert list(mirror.actions.sign) == [-1.0 if flip else 1.0 for flip in flips]
+    np.testing.assert_allclose(mirror.actions(env.default_joint_pos), env.default_joint_pos)

@@ -11,13 +11,15 @@ env state. Subclasses build the model, the observations, the other reward terms 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
 
 from unilab_lit.envs.base import BatchedMujocoEnv
+from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
+from unilab_lit.envs.symmetry import MirrorSpec
 from unilab_lit.validation import check_arg
 
 GRAVITY_DIR = np.array([0.0, 0.0, -1.0])
@@ -68,6 +70,10 @@ class JoystickEnv(BatchedMujocoEnv):
         yaw_rate_range: Yaw rate command range (rad/s), low <= high.
         tracking_sigma: Width (squared units) of the exponential tracking rewards, > 0.
         reward_weights: Overrides of ``DEFAULT_REWARD_WEIGHTS`` by term name.
+        policy_obs_layout: As :class:`~unilab_lit.envs.base.BatchedMujocoEnv`.
+        mirror: As :class:`~unilab_lit.envs.base.BatchedMujocoEnv`.
+        randomization: As :class:`~unilab_lit.envs.base.BatchedMujocoEnv`.
+        randomization_targets: As :class:`~unilab_lit.envs.base.BatchedMujocoEnv`.
 
     Raises:
         ValueError: If an argument is out of its range or a reward weight names no term.
@@ -93,6 +99,10 @@ class JoystickEnv(BatchedMujocoEnv):
         yaw_rate_range: tuple[float, float],
         tracking_sigma: float,
         reward_weights: Mapping[str, float] | None,
+        policy_obs_layout: Sequence[tuple[str, int]] = (),
+        mirror: MirrorSpec | None = None,
+        randomization: DomainRandomization | None = None,
+        randomization_targets: RandomizationTargets | None = None,
     ) -> None:
         name = type(self).__name__
         ranges = _check_arguments(
@@ -117,6 +127,10 @@ class JoystickEnv(BatchedMujocoEnv):
             num_threads=num_threads,
             action_low=-np.ones(num_actions, dtype=np.float32),
             action_high=np.ones(num_actions, dtype=np.float32),
+            policy_obs_layout=policy_obs_layout,
+            mirror=mirror,
+            randomization=randomization,
+            randomization_targets=randomization_targets,
         )
         self._command_resample_steps = command_resample_steps
         self._command_low = np.array([low for low, _ in ranges])

@@ -10,7 +10,9 @@ import numpy as np
 
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
+from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.symmetry import Mirror, MirrorSpec
 from unilab_lit.validation import check_arg
 
 NUM_JOINTS = 12
@@ -18,6 +20,30 @@ NUM_JOINTS = 12
 _QUAT = slice(3, 7)
 _JOINT_QPOS = slice(7, 7 + NUM_JOINTS)
 _JOINT_QVEL = slice(6, 6 + NUM_JOINTS)
+
+POLICY_OBS_LAYOUT = (
+    ("ang_vel", 3),
+    ("projected_gravity", 3),
+    ("command", 3),
+    ("joint_pos", NUM_JOINTS),
+    ("joint_vel", NUM_JOINTS),
+    ("last_action", NUM_JOINTS),
+)
+# Joints and actuators run FR, FL, RR, RL x (abduction, flexion, knee): the mirror swaps each
+# right leg with its left twin; abduction turns about x, so its sign flips.
+_LEGS = Mirror.swap(
+    [(0, 3), (1, 4), (2, 5), (6, 9), (7, 10), (8, 11)],
+    [-1.0, 1.0, 1.0] * 4,
+)
+_POLICY_MIRROR = Mirror.concat(
+    [Mirror.axial(), Mirror.vector(), Mirror.signs(1, -1, -1), _LEGS, _LEGS, _LEGS]
+)
+MIRROR = MirrorSpec(
+    policy_obs=_POLICY_MIRROR,
+    critic_obs=Mirror.concat([_POLICY_MIRROR, Mirror.vector()]),
+    actions=_LEGS,
+)
+"""The task's left-right mirror: the robot, its standing pose and the rewards are symmetric."""
 
 DEFAULT_REWARD_WEIGHTS: Mapping[str, float] = {
     "tracking_lin_vel": 1.0,
@@ -59,6 +85,9 @@ class QuadrupedJoystick(JoystickEnv):
     measure directly. Terminated when the trunk tilts past ``max_tilt_deg`` or drops below
     ``min_base_height``; truncated after ``max_episode_steps`` (1000 = 20 s).
 
+    The task is left-right symmetric (:data:`MIRROR`). Domain randomisation acts on the trunk
+    (base mass, pushes), on every geom that can collide (friction) and on all 12 motors.
+
     Args:
         num_envs: Number of simulations.
         seed: Seed of reset noise, commands and the timeout stagger.
@@ -75,6 +104,8 @@ class QuadrupedJoystick(JoystickEnv):
         min_base_height: Trunk height (m) below which an episode terminates.
         max_tilt_deg: Trunk tilt from upright (degrees) beyond which an episode terminates,
             in (0, 180].
+        randomization: Domain randomisation per env (off by default); ``obs_noise`` names the
+            terms of :data:`POLICY_OBS_LAYOUT`.
 
     Raises:
         ValueError: If an argument is out of its range or a reward weight names no term.
@@ -102,6 +133,7 @@ class QuadrupedJoystick(JoystickEnv):
         reset_joint_noise: float = 0.1,
         min_base_height: float = 0.15,
         max_tilt_deg: float = 60.0,
+        randomization: DomainRandomization | None = None,
     ) -> None:
         name = type(self).__name__
         check_arg(action_scale > 0, f"{name}: action_scale", action_scale, "> 0")
@@ -126,6 +158,10 @@ class QuadrupedJoystick(JoystickEnv):
             yaw_rate_range=yaw_rate_range,
             tracking_sigma=tracking_sigma,
             reward_weights=reward_weights,
+            policy_obs_layout=POLICY_OBS_LAYOUT,
+            mirror=MIRROR,
+            randomization=randomization,
+            randomization_targets=RandomizationTargets.floating_base(model, "trunk"),
         )
         home = model.key("home")
         self._home_qpos = home.qpos.copy()
@@ -141,6 +177,9 @@ class QuadrupedJoystick(JoystickEnv):
 
     def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
         return self._home_joints + self._action_scale * self._record_actions(actions)
+
+    def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._home_joints.copy(), np.full(NUM_JOINTS, self._action_scale)
 
     def _compute_obs(self) -> Obs:
         quat = self.qpos[:, _QUAT]

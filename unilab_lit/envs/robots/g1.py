@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from unilab_lit.envs.randomization import DomainRandomization
 from unilab_lit.envs.robots.legged import LeggedRobotEnv
 from unilab_lit.envs.robots.model import Motor, RobotDescription, two_stage_planetary
 
@@ -100,6 +101,7 @@ class G1Walk(LeggedRobotEnv):
         base_height_target: float = 0.75,
         min_base_height: float = 0.45,
         max_tilt_deg: float = 60.0,
+        randomization: DomainRandomization | None = None,
     ) -> None:
         super().__init__(
             num_envs,
@@ -120,4 +122,5 @@ class G1Walk(LeggedRobotEnv):
             base_height_target=base_height_target,
             min_base_height=min_base_height,
             max_tilt_deg=max_tilt_deg,
+            randomization=randomization,
         )

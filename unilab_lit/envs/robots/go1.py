@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from unilab_lit.envs.randomization import DomainRandomization
 from unilab_lit.envs.robots.legged import LeggedRobotEnv
 from unilab_lit.envs.robots.model import Motor, RobotDescription
 
@@ -87,6 +88,7 @@ class Go1Joystick(LeggedRobotEnv):
         base_height_target: float = 0.27,
         min_base_height: float = 0.0,
         max_tilt_deg: float = 60.0,
+        randomization: DomainRandomization | None = None,
     ) -> None:
         super().__init__(
             num_envs,
@@ -107,4 +109,5 @@ class Go1Joystick(LeggedRobotEnv):
             base_height_target=base_height_target,
             min_base_height=min_base_height,
             max_tilt_deg=max_tilt_deg,
+            randomization=randomization,
         )

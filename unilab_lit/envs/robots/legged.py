@@ -22,6 +22,10 @@ is below ``FOOT_CONTACT_HEIGHT``.
 Terminated when the base's up axis has z <= cos(``max_tilt_deg``) or the base is below
 ``min_base_height``; truncated after ``max_episode_steps``.
 
+Both robots are left-right symmetric (``spec.mirror``, for off-policy ``use_symmetry``): the
+mirror swaps each joint with its twin and flips abduction, roll and yaw joints, the gyro's x
+and z, gravity's y, the command's vy and yaw rate, and the gait clock by half a cycle.
+
 The plain attributes ``base_body_id``, ``floor_geom_id``, ``joint_names``,
 ``default_joint_pos``, ``action_scale``, ``actuator_ids``, ``stiffness``, ``damping``,
 ``armature`` and ``effort_limit`` describe the robot for randomisation and deployment.
@@ -36,12 +40,52 @@ import numpy as np
 
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
-from unilab_lit.envs.robots.model import RobotDescription, build_robot
+from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
+from unilab_lit.envs.robots.model import RobotDescription, RobotModel, build_robot
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.symmetry import Mirror, MirrorSpec
 from unilab_lit.validation import check_arg
 
 # Commands slower than this (m/s) ask to stand: no reward for lifting feet then.
 _MOVING_COMMAND = 0.1
+# Left and right twins in joint names (Unitree's G1 and Go1 conventions).
+_SIDES = (("left_", "right_"), ("FL_", "FR_"), ("RL_", "RR_"))
+
+
+def joint_mirror(robot: RobotModel) -> Mirror:
+    """The left-right mirror of per-joint vectors in action order.
+
+    Each joint swaps with its twin (``left_``/``right_``, ``FL_``/``FR_``, ``RL_``/``RR_``);
+    a joint whose axis is mostly along x or z (abduction, roll, yaw) changes sign.
+    """
+    names = list(robot.joint_names)
+    pairs = []
+    for i, name in enumerate(names):
+        for left, right in _SIDES:
+            if name.startswith(left):
+                pairs.append((i, names.index(right + name[len(left) :])))
+    axes = robot.model.jnt_axis[[robot.model.joint(n).id for n in names]]
+    signs = np.where(np.argmax(np.abs(axes), axis=1) == 1, 1.0, -1.0)
+    return Mirror.swap(pairs, signs.tolist())
+
+
+def _mirror(robot: RobotModel, phases: int) -> MirrorSpec:
+    joints = joint_mirror(robot)
+    # Left and right legs swap, which is the gait clock half a cycle on: every channel flips.
+    policy = Mirror.concat(
+        [
+            Mirror.axial(),
+            Mirror.vector(),
+            joints,
+            joints,
+            joints,
+            Mirror.signs(1, -1, -1),
+            Mirror.signs(*[-1.0] * (2 * phases)),
+        ]
+    )
+    return MirrorSpec(
+        policy_obs=policy, critic_obs=Mirror.concat([policy, Mirror.vector()]), actions=joints
+    )
 
 
 class LeggedRobotEnv(JoystickEnv):
@@ -68,6 +112,12 @@ class LeggedRobotEnv(JoystickEnv):
         min_base_height: Base height (m) below which an episode terminates.
         max_tilt_deg: Tilt from upright (degrees) at or beyond which an episode terminates,
             in (0, 180].
+        randomization: Domain randomisation per env (off by default; see
+            :mod:`unilab_lit.envs.randomization`): friction of the floor and the robot's
+            geoms, base (trunk / pelvis) mass, every motor's strength, pushes of the base,
+            noise on the policy observation by term (``ang_vel``, ``projected_gravity``,
+            ``joint_pos``, ``joint_vel``, ``last_action``, ``command``, ``gait_phase``) and
+            one step of action delay.
 
     Raises:
         ValueError: If an argument is out of its range or a reward weight names no term.
@@ -101,6 +151,7 @@ class LeggedRobotEnv(JoystickEnv):
         base_height_target: float,
         min_base_height: float,
         max_tilt_deg: float,
+        randomization: DomainRandomization | None,
     ) -> None:
         name = type(self).__name__
         check_arg(
@@ -112,7 +163,16 @@ class LeggedRobotEnv(JoystickEnv):
 
         robot = build_robot(self.ROBOT, model_dir)
         joints = len(robot.joint_names)
-        policy_size = 3 + 3 + 3 * joints + 3 + 2 * len(self.GAIT_PHASE_OFFSETS)
+        layout = (
+            ("ang_vel", 3),
+            ("projected_gravity", 3),
+            ("joint_pos", joints),
+            ("joint_vel", joints),
+            ("last_action", joints),
+            ("command", 3),
+            ("gait_phase", 2 * len(self.GAIT_PHASE_OFFSETS)),
+        )
+        policy_size = sum(width for _, width in layout)
         super().__init__(
             robot.model,
             num_envs,
@@ -128,6 +188,12 @@ class LeggedRobotEnv(JoystickEnv):
             yaw_rate_range=yaw_rate_range,
             tracking_sigma=tracking_sigma,
             reward_weights=reward_weights,
+            policy_obs_layout=layout,
+            mirror=_mirror(robot, len(self.GAIT_PHASE_OFFSETS)),
+            randomization=randomization,
+            randomization_targets=RandomizationTargets.floating_base(
+                robot.model, self.ROBOT.base_body
+            ),
         )
         self.robot = robot
         self.base_body_id = robot.base_body_id
@@ -167,6 +233,9 @@ class LeggedRobotEnv(JoystickEnv):
 
     def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
         return self.default_joint_pos + self.action_scale * self._record_actions(actions)
+
+    def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.default_joint_pos.copy(), self.action_scale.copy()
 
     def _before_physics(self) -> None:
         self._feet_before[:] = self._site_xpos[:, self.robot.foot_site_ids]
