@@ -180,6 +180,9 @@ def _dataclass_arguments(task: type, init_args: dict[str, Any]) -> dict[str, Any
         members = typing.get_args(hint) if union else (hint,)
         classes = [m for m in members if dataclasses.is_dataclass(m) and isinstance(m, type)]
         if len(classes) == 1:
+            if set(value) == {"class_path", "init_args"}:
+                # The CLI's parser hands a dataclass value over in its class-path form.
+                value = value["init_args"]
             built[key] = classes[0](**value)
     return built
 
