@@ -4,8 +4,8 @@ For each task and batch size, both sides run the same model with the same subste
 (``frame_skip``) and threads from the same initial states, alternating in short rounds so that
 load on a shared machine hits both alike. Ours: ``env.step`` with random actions in the action
 bounds (observation, reward, termination, auto-reset, episode accounting included). Raw: write
-random controls in the actuators' ``ctrlrange`` and ``Batch.step(nstep=frame_skip)``, nothing
-else. The ratio ours / raw is the fraction of raw physics throughput the env keeps.
+the controls the task's action map makes of random actions and ``Batch.step(nstep=frame_skip)``,
+nothing else (no resets: raw robots that fall stay down). The ratio ours / raw is the fraction of raw physics throughput the env keeps.
 
     python bench/env_throughput.py
     python bench/env_throughput.py --tasks HalfCheetah --num-envs 1024 --seconds 2
@@ -40,10 +40,15 @@ def _steps_per_second(step: Callable[[int], None], seconds: float) -> tuple[int,
 
 
 def _raw_controls(env: BatchedMujocoEnv, rng: np.random.Generator) -> list[np.ndarray]:
-    model = env.model
-    low = np.where(model.actuator_ctrllimited, model.actuator_ctrlrange[:, 0], -1.0)
-    high = np.where(model.actuator_ctrllimited, model.actuator_ctrlrange[:, 1], 1.0)
-    return [rng.uniform(low, high, size=(env.num_envs, model.nu)) for _ in range(POOL)]
+    """Controls drawn as the env makes them from uniform actions: ``offset + scale * action``
+    (the task's action map, e.g. joint targets around a standing pose for the robots), so that
+    both sides simulate the same kind of motion."""
+    meta = env.deployment_metadata()
+    offset = np.asarray(meta["action_offset"])
+    scale = np.asarray(meta["action_scale"])
+    low, high = env.spec.action_low, env.spec.action_high
+    shape = (env.num_envs, env.spec.action_size)
+    return [offset + scale * rng.uniform(low, high, size=shape) for _ in range(POOL)]
 
 
 def bench_one(task: str, num_envs: int, threads: int, seconds: float, seed: int) -> dict:

@@ -108,3 +108,26 @@ def test_export_bad_input_gives_one_line_error_and_writes_nothing(
     assert status == 2
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert list(out_dir.rglob("*")) == []
+
+
+def test_quadruped_deployment_metadata_round_trips_through_onnx_and_torchscript(tmp_path):
+    run = _trained_like(FastSAC, "QuadrupedJoystick", 45, 12)
+    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
+    export_policy(run, onnx_path, script_path)
+    env = run.task.build(1)
+    expected = env.deployment_metadata()
+    onnx_meta = {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
+    extra = {METADATA_FILE: ""}
+    torch.jit.load(str(script_path), _extra_files=extra)
+    script_meta = json.loads(extra[METADATA_FILE])
+    for key, value in expected.items():
+        assert json.loads(onnx_meta[key]) == script_meta[key] == value, key
+    assert json.loads(onnx_meta["control_dt"]) == pytest.approx(0.02)
+    assert "action_offset + action_scale" in onnx_meta["action_scaling"]
+
+
+def test_gymnasium_task_exports_without_deployment_keys(tmp_path):
+    run = _trained_like(FastTD3, "gym:Pendulum-v1", 3, 1)
+    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
+    metadata = export_policy(run, onnx_path, script_path)
+    assert "joint_names" not in metadata and "no rescaling" in metadata["action_scaling"]

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
+from torch import nn
 
 from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
@@ -21,6 +22,7 @@ from unilab_lit.algos.c51 import (
     expected_value,
 )
 from unilab_lit.algos.functional import all_finite, bootstrap_mask, mean_terms, polyak_update
+from unilab_lit.envs.symmetry import Mirror, MirrorSpec
 from unilab_lit.nn.offpolicy_nets import TwinDistributionalCritic
 from unilab_lit.nn.policies import Activation
 from unilab_lit.telemetry import metrics
@@ -39,6 +41,22 @@ BATCH_KEYS = (
 """Keys of one replay item, a ``TensorDict`` of batch size ``[batch_size × updates_per_step]``."""
 
 _FLOAT_KEYS = ("obs", "next_obs", "actions", "reward", "critic_obs", "next_critic_obs")
+
+
+class _MirrorTensors(nn.Module):
+    """A task's :class:`MirrorSpec` as index and sign buffers, so that it follows the device."""
+
+    def __init__(self, spec: MirrorSpec) -> None:
+        super().__init__()
+        for name in ("policy_obs", "critic_obs", "actions"):
+            mirror: Mirror = getattr(spec, name)
+            self.register_buffer(f"{name}_index", torch.tensor(mirror.index), persistent=False)
+            self.register_buffer(f"{name}_sign", torch.tensor(mirror.sign), persistent=False)
+
+    def apply(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        index, sign = getattr(self, f"{name}_index"), getattr(self, f"{name}_sign")
+        return x[..., index] * sign.to(x.dtype)
+
 
 # Optimizer indices in configure_optimizers' list; the critic's is the one Lightning counts.
 CRITIC, ACTOR, TEMPERATURE = 0, 1, 2
@@ -69,6 +87,9 @@ class OffPolicyOptions:
         max_grad_norm: Per-network gradient-norm clip; 0 disables clipping (>= 0).
         compile_losses: ``torch.compile`` the critic and actor losses (see ``RLAlgorithm._compile``).
         max_nonfinite_steps: Consecutive skipped steps of one kind that stop training (>= 1).
+        use_symmetry: Add the left-right mirror of every sampled transition to the batch (the
+            task's ``EnvSpec.mirror``); each minibatch then holds its ``batch_size`` sampled
+            rows and their mirrors, twice as many rows. Refused for a task without a mirror.
 
     Raises:
         ValueError: If a field is outside its valid range (the message names it).
@@ -85,6 +106,7 @@ class OffPolicyOptions:
     max_grad_norm: float = 0.0
     compile_losses: bool = False
     max_nonfinite_steps: int = 10
+    use_symmetry: bool = False
 
     def __post_init__(self) -> None:
         check_arg(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
@@ -133,6 +155,14 @@ class OffPolicyLearner(RLAlgorithm):
     ``training_step`` takes the ``dataloader_iter`` so Lightning never fetches the next item before
     this iteration's update finishes.
 
+    Symmetry augmentation (``use_symmetry``): the mirror comes from the task, through the data
+    module's ``env_spec.mirror`` (read in :meth:`setup`; set :attr:`mirror` yourself to fit
+    without a data module). Each sampled row is followed by its mirror (observations, critic
+    observations and actions mirrored; reward, done and truncated repeated), so every minibatch
+    slice holds rows and their mirrors and both critic and actor losses see both. The
+    normalisers fold in the mirrored rows too: statistics that are themselves symmetric keep
+    ``normalise(mirror(x)) == mirror(normalise(x))``, which the augmentation relies on.
+
     Subclasses build ``actor`` (``_build_actor``, which also serves the collector contract) and
     then the critics (:meth:`_build_critics`), implement :meth:`_critic_loss` and
     :meth:`_actor_loss`, and call ``save_hyperparameters()``; a learner with more to update per
@@ -175,6 +205,8 @@ class OffPolicyLearner(RLAlgorithm):
         # Derived from hyperparameters, so not checkpointed; a buffer so it follows the device.
         self.register_buffer("support", support, persistent=False)
         self._update_index = 0
+        self.mirror: MirrorSpec | None = None
+        self._mirrors: _MirrorTensors | None = None
         self._critic_loss_fn = self._critic_loss
         self._actor_loss_fn = self._actor_loss
 
@@ -214,6 +246,28 @@ class OffPolicyLearner(RLAlgorithm):
             self._actor_optimizer(list(self.actor.parameters())),
         ]
 
+    def setup(self, stage: str) -> None:
+        """Take the task's mirror from the data module (``use_symmetry``).
+
+        Raises:
+            ValueError: If ``use_symmetry`` is on and the task declares no mirror, or the
+                mirror does not fit the model's sizes.
+        """
+        if stage != "fit" or not self.offpolicy.use_symmetry:
+            return
+        env_spec = getattr(self.trainer.datamodule, "env_spec", None)
+        if env_spec is not None:
+            self.mirror = env_spec.mirror
+        if self.mirror is None:
+            raise ValueError(
+                "offpolicy.use_symmetry=True needs a task with a left-right mirror "
+                "(EnvSpec.mirror), and this task declares none; set use_symmetry: false"
+            )
+        self.mirror.check_sizes(
+            self.obs_normalizer.size, self.critic_obs_normalizer.size, self._action_size
+        )
+        self._mirrors = _MirrorTensors(self.mirror)
+
     def on_fit_start(self) -> None:
         super().on_fit_start()
         if self.offpolicy.compile_losses:
@@ -231,6 +285,8 @@ class OffPolicyLearner(RLAlgorithm):
         # Under DDP a non-finite batch on one rank skips the iteration on every rank.
         if distributed.all_ranks(all_finite(batch, _FLOAT_KEYS)):
             self._nonfinite.passed(_steps("input batch"))
+            if self._mirrors is not None:
+                batch = self._with_mirrors(batch)
             self._update_normalizers(batch["obs"], batch["critic_obs"])
             logged.update(self._run_updates(self._prepare(batch), iteration))
         else:
@@ -259,6 +315,27 @@ class OffPolicyLearner(RLAlgorithm):
                 "equal minibatches; the data module must deliver batch_size x updates_per_step rows"
             )
         return rows
+
+    @torch.no_grad()
+    def _with_mirrors(self, batch: TensorDict) -> TensorDict:
+        """``batch`` with each row followed by its mirror (``2 × rows`` rows)."""
+        mirrors = self._mirrors
+        mirrored = {
+            "obs": mirrors.apply("policy_obs", batch["obs"]),
+            "next_obs": mirrors.apply("policy_obs", batch["next_obs"]),
+            "critic_obs": mirrors.apply("critic_obs", batch["critic_obs"]),
+            "next_critic_obs": mirrors.apply("critic_obs", batch["next_critic_obs"]),
+            "actions": mirrors.apply("actions", batch["actions"]),
+        }
+        # Interleaved, not appended: each minibatch slice then holds its rows and their mirrors.
+        return TensorDict(
+            {
+                key: torch.stack([batch[key], mirrored.get(key, batch[key])], dim=1).flatten(0, 1)
+                for key in BATCH_KEYS
+            },
+            batch_size=[2 * batch.shape[0]],
+            device=batch.device,
+        )
 
     @torch.no_grad()
     def _prepare(self, batch: TensorDict) -> Minibatch:

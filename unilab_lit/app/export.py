@@ -2,7 +2,10 @@
 
 Writes the deterministic policy with the observation normaliser folded in (raw policy
 observations in, actions out) as ONNX and as TorchScript, each with the run's metadata:
-observation and action sizes, task, algorithm, action bounds and how actions are scaled.
+observation and action sizes, task, algorithm, action bounds and how actions are scaled, and
+what a deployment script needs for a robot (the task's ``deployment_metadata()``): joint names
+in action order, default joint positions, the action map, actuator gains, effort limits and the
+observation layout.
 """
 
 from __future__ import annotations
@@ -29,14 +32,19 @@ OUTPUT_NAME = "actions"
 METADATA_FILE = "metadata.json"
 """Name of the metadata in the TorchScript archive (``torch.jit.load(..., _extra_files=...)``)."""
 
-# The env clips actions to its bounds and applies them as they are (no rescaling), so the
-# exported action is exactly what the env receives once clipped.
-_ACTION_SCALING = "clip to [action_low, action_high]; no rescaling"
+# The env clips actions to its bounds and hands them to the task, which maps them to actuator
+# controls: for a MuJoCo task with the affine map it declares, for a gymnasium env as they are.
+_ACTION_MAP = "clip to [action_low, action_high], then ctrl = action_offset + action_scale * action"
+_AS_THEY_ARE = "clip to [action_low, action_high]; no rescaling"
 
 
 def policy_metadata(run: TrainedRun) -> dict[str, Any]:
-    """What a consumer of the exported policy needs to feed it and apply its actions."""
-    spec = run.env_spec()
+    """What a consumer of the exported policy needs to feed it and apply its actions.
+
+    The task's deployment metadata (:meth:`~unilab_lit.envs.base.BatchedMujocoEnv.deployment_metadata`)
+    is merged in, one key per entry.
+    """
+    spec, deployment = run.task_facts()
     model = run.model
     return {
         "task": run.task.class_path,
@@ -47,11 +55,12 @@ def policy_metadata(run: TrainedRun) -> dict[str, Any]:
         "action_size": spec.action_size,
         "action_low": [float(v) for v in spec.action_low],
         "action_high": [float(v) for v in spec.action_high],
-        "action_scaling": _ACTION_SCALING,
+        "action_scaling": _ACTION_MAP if "action_scale" in deployment else _AS_THEY_ARE,
         "control_dt": spec.control_dt,
         "observation_normalizer": "folded in: the input is the raw policy observation",
         "input": INPUT_NAME,
         "output": OUTPUT_NAME,
+        **deployment,
     }
 
 

@@ -49,11 +49,13 @@ class TrainedRun:
     checkpoint: Path
     global_step: int
 
-    def env_spec(self) -> EnvSpec:
-        """The task's spec (sizes, action bounds, control period), from a one-env instance."""
+    def task_facts(self) -> tuple[EnvSpec, dict[str, Any]]:
+        """The task's spec (sizes, action bounds, control period) and its
+        ``deployment_metadata()`` (joints, default pose, action map, gains, observation
+        layout), from a one-env instance."""
         env = self.task.build(1)
         try:
-            return env.spec
+            return env.spec, env.deployment_metadata()
         finally:
             env.close()
 

@@ -13,8 +13,10 @@ import numpy as np
 from mujoco import batch as mj_batch
 
 from unilab_lit.envs.episodes import EpisodeTotals, columns
+from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets, Randomizer
 from unilab_lit.envs.render import CachedFrameRenderer
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.envs.symmetry import MirrorSpec
 from unilab_lit.telemetry.log_limits import RateLimitFilter
 from unilab_lit.validation import check_arg
 
@@ -40,11 +42,18 @@ class BatchedMujocoEnv(ABC):
       ``mj_forward`` on them after;
 
     and may override ``_compute_terminated()``, ``_compute_metrics()``,
-    ``_actions_to_ctrl(actions)``, ``_before_physics()`` and ``_simulate()``. Hooks read and
+    ``_actions_to_ctrl(actions)`` (with ``_action_map()`` describing it for export),
+    ``_before_physics()`` and ``_simulate()``. Hooks read and
     write the live arrays returned by ``self.batch.bind(...)``; ``self.qpos``, ``self.qvel``
     and ``self.ctrl`` are bound already.
     Any other task randomness draws from ``self._rng`` (the generator ``seed`` starts), so that
     one seed fixes the whole trajectory.
+
+    A task that offers domain randomisation takes a ``randomization`` argument and passes it on
+    with the ``randomization_targets`` of its model (see
+    :mod:`unilab_lit.envs.randomization`); with every option off the env is exactly the
+    unrandomised one. A symmetric task passes its ``mirror``; a task that names its policy
+    observation terms passes ``policy_obs_layout`` (observation noise and export use it).
 
     Args:
         model: The compiled model; the batch keeps its own copy, with MuJoCo's silent
@@ -60,9 +69,16 @@ class BatchedMujocoEnv(ABC):
         num_threads: Threads of the batch's pool, >= 1.
         action_low: Lower action bound ``[action_size]``; default: the actuators' ``ctrlrange``.
         action_high: Upper action bound ``[action_size]``; default: the actuators' ``ctrlrange``.
+        policy_obs_layout: ``(term, width)`` of the policy observation's terms, in order;
+            default: one term ``"policy"``.
+        mirror: The task's left-right mirror (``EnvSpec.mirror``), if it is symmetric.
+        randomization: Domain randomisation per env; ``None`` or all options off: none.
+        randomization_targets: The base body, friction geoms and actuators randomisation may
+            change; needed by the physics options and pushes.
 
     Raises:
-        ValueError: If a size, count or bound is out of range.
+        ValueError: If a size, count or bound is out of range, the layout or mirror does not fit
+            the sizes, or a randomisation option needs a target the task did not give.
     """
 
     def __init__(
@@ -79,6 +95,10 @@ class BatchedMujocoEnv(ABC):
         num_threads: int = 1,
         action_low: np.ndarray | None = None,
         action_high: np.ndarray | None = None,
+        policy_obs_layout: Sequence[tuple[str, int]] = (),
+        mirror: MirrorSpec | None = None,
+        randomization: DomainRandomization | None = None,
+        randomization_targets: RandomizationTargets | None = None,
     ) -> None:
         name = type(self).__name__
         check_arg(num_envs >= 1, f"{name}: num_envs", num_envs, ">= 1")
@@ -120,6 +140,8 @@ class BatchedMujocoEnv(ABC):
             max_episode_steps=max_episode_steps,
             reward_terms=tuple(reward_terms),
             episode_metrics=tuple(episode_metrics),
+            policy_obs_layout=tuple((str(term), int(width)) for term, width in policy_obs_layout),
+            mirror=mirror,
         )
         self.batch = mj_batch.Batch(self._model, nsim=num_envs, nthread=num_threads)
         self.qpos = self.batch.bind("qpos")
@@ -132,6 +154,19 @@ class BatchedMujocoEnv(ABC):
         self._all_ids = np.arange(num_envs, dtype=np.int64)
         self._needs_reset = True
         self._frames = CachedFrameRenderer(self._model, self.batch)
+        self._randomizer = (
+            Randomizer(
+                randomization,
+                randomization_targets,
+                self._model,
+                self.batch,
+                self.spec.policy_obs_layout,
+                self.spec.control_dt,
+                name,
+            )
+            if randomization is not None and randomization.enabled
+            else None
+        )
 
     # ------------------------------------------------------------------ task hooks
 
@@ -164,6 +199,12 @@ class BatchedMujocoEnv(ABC):
     def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
         """Map clipped actions to actuator controls; the identity by default."""
         return actions
+
+    def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(offset, scale)`` per actuator of the affine map ``_actions_to_ctrl`` applies,
+        ``ctrl = offset + scale * action``; the identity by default. Export writes it."""
+        nu = self._model.nu
+        return np.zeros(nu), np.ones(nu)
 
     def _before_physics(self) -> None:
         """Record what the reward needs from the state before the physics step (e.g. position)."""
@@ -239,7 +280,11 @@ class BatchedMujocoEnv(ABC):
         actions = np.clip(actions, self.spec.action_low, self.spec.action_high)
 
         self._before_physics()
-        self.ctrl[:] = self._actions_to_ctrl(actions)
+        ctrl = self._actions_to_ctrl(actions)
+        if self._randomizer is not None:
+            ctrl = self._randomizer.delay(ctrl)
+            self._randomizer.push(self.qvel, self._elapsed, self._rng)
+        self.ctrl[:] = ctrl
         self._simulate()
 
         obs = self._obs_float32()
@@ -305,12 +350,15 @@ class BatchedMujocoEnv(ABC):
         """
         if self._needs_reset:
             raise RuntimeError(f"{type(self).__name__}: call reset() before state_dict()")
-        return {
+        state = {
             "physics": self.batch.state.copy(),
             "elapsed": self._elapsed.copy(),
             **self._episodes.state_dict(),
             "rng": self._rng.bit_generator.state,
         }
+        if self._randomizer is not None:
+            state["randomization"] = self._randomizer.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a :meth:`state_dict` of an env of the same task and ``num_envs``.
@@ -329,6 +377,18 @@ class BatchedMujocoEnv(ABC):
         if "metric_sums" not in state:  # saved before per-step metrics existed
             expected.pop("metric_sums")
         actual = {key: np.shape(state[key]) if key in state else None for key in expected}
+        randomized = self._randomizer is not None
+        if randomized != ("randomization" in state):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the state was saved "
+                f"{'without' if randomized else 'with'} domain randomisation, this env runs "
+                f"{'with' if randomized else 'without'} it"
+            )
+        if randomized:
+            expected["randomization"] = self._randomizer.shapes()
+            actual["randomization"] = {
+                key: np.shape(value) for key, value in state["randomization"].items()
+            }
         if actual != expected:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: saved shapes {actual} do not fit this "
@@ -339,6 +399,8 @@ class BatchedMujocoEnv(ABC):
         self._episodes.load_state_dict(state)
         self._rng = np.random.default_rng()
         self._rng.bit_generator.state = state["rng"]
+        if self._randomizer is not None:
+            self._randomizer.load_state_dict(state["randomization"])
         # Outputs (xpos, sensordata, ...) are derived from the state; hooks may read them
         # before the first step.
         self.batch.forward(self._all_ids)
@@ -359,6 +421,63 @@ class BatchedMujocoEnv(ABC):
         """
         return self._frames.render(env_ids, width, height, camera)
 
+    def deployment_metadata(self) -> dict[str, Any]:
+        """What a deployment script needs besides the policy, as JSON values (export writes it).
+
+        Derived from the model, per actuator in action order: ``joint_names`` (the actuated
+        joint, or the actuator's name when it drives no joint), ``default_joint_pos`` (the
+        joint's position in the ``home`` keyframe, else in ``qpos0``), the action map
+        ``action_offset`` / ``action_scale`` (``ctrl = action_offset + action_scale * action``,
+        see :meth:`_action_map`), ``actuator_kp`` / ``actuator_kd`` (the PD gains of a position
+        actuator, ``null`` for other kinds), ``effort_limit`` (``null`` when unlimited); and
+        ``observation_layout``, the ``name``, ``start`` and ``stop`` of each term of the policy
+        observation. A task extends it with anything else its deployment needs.
+        """
+        model = self._model
+        keyframe = next((k for k in range(model.nkey) if model.key(k).name == "home"), None)
+        qpos = model.qpos0 if keyframe is None else model.key(keyframe).qpos
+        names: list[str] = []
+        default_pos: list[float | None] = []
+        kp: list[float | None] = []
+        kd: list[float | None] = []
+        for i in range(model.nu):
+            joint = int(model.actuator_trnid[i, 0])
+            drives_joint = model.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT
+            names.append(model.joint(joint).name if drives_joint else model.actuator(i).name)
+            default_pos.append(float(qpos[model.jnt_qposadr[joint]]) if drives_joint else None)
+            gain, bias = model.actuator_gainprm[i], model.actuator_biasprm[i]
+            position = (
+                model.actuator_gaintype[i] == mujoco.mjtGain.mjGAIN_FIXED
+                and model.actuator_biastype[i] == mujoco.mjtBias.mjBIAS_AFFINE
+                and bias[1] == -gain[0]
+            )
+            kp.append(float(gain[0]) if position else None)
+            kd.append(float(-bias[2]) if position else None)
+        offset, scale = self._action_map()
+        limited = model.actuator_forcelimited.astype(bool)
+        return {
+            "joint_names": names,
+            "default_joint_pos": default_pos,
+            "action_offset": [float(v) for v in offset],
+            "action_scale": [float(v) for v in scale],
+            "actuator_kp": kp,
+            "actuator_kd": kd,
+            "effort_limit": [
+                float(high) if on else None
+                for on, high in zip(limited, model.actuator_forcerange[:, 1], strict=True)
+            ],
+            "observation_layout": [
+                {"name": name, "start": start, "stop": stop}
+                for name, (start, stop) in self.spec.policy_obs_slices().items()
+            ],
+        }
+
+    @property
+    def randomization_values(self) -> dict[str, np.ndarray]:
+        """The domain-randomisation values each env runs with now (copies; empty when off):
+        ``friction [N]``, ``mass_offset [N]``, ``motor_strength [N, actuators]``, ``delayed [N]``."""
+        return {} if self._randomizer is None else self._randomizer.values
+
     def close(self) -> None:
         """Release the batch; the env cannot be stepped afterwards."""
         self._frames.close()
@@ -370,6 +489,8 @@ class BatchedMujocoEnv(ABC):
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        if self._randomizer is not None:
+            self._randomizer.resample(ids, self._rng)
         self._reset_state(ids, self._rng)
         self.batch.forward(ids)
         self._elapsed[ids] = 0
@@ -384,6 +505,8 @@ class BatchedMujocoEnv(ABC):
             if any(value is other for other in obs.values()):
                 value = value.copy()
             obs[group] = value
+        if self._randomizer is not None:
+            obs[POLICY] = self._randomizer.noise(obs[POLICY], self._rng)
         return obs
 
     def _nonfinite_rows(self, obs: Obs, reward: np.ndarray, terms: np.ndarray) -> np.ndarray:

@@ -250,6 +250,10 @@ class GymnasiumVectorAdapter:
         frames = self._env.call("render")
         return np.stack([np.asarray(frames[int(i)], dtype=np.uint8) for i in env_ids])
 
+    def deployment_metadata(self) -> dict[str, Any]:
+        """Nothing beyond sizes and bounds: a gymnasium env's model and actuators are its own."""
+        return {}
+
     def close(self) -> None:
         """Close the wrapped vector env."""
         self._needs_reset = True

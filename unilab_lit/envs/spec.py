@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from unilab_lit.envs.symmetry import MirrorSpec
+
 POLICY = "policy"
 CRITIC = "critic"
 # Prefix of an episode-info key holding an episode's mean of one per-step metric.
@@ -28,6 +30,9 @@ class EnvSpec:
         reward_terms: Names of the reward terms reported as ``reward/<term>`` in episode info.
         episode_metrics: Names of the per-step metrics reported as ``metric/<name>`` in episode
             info, each the mean over the episode's steps.
+        policy_obs_layout: ``(term, width)`` of each term of the policy observation, in order
+            (they fill it exactly); one term ``"policy"`` when the task names none.
+        mirror: The task's left-right mirror, for symmetry augmentation; ``None`` if it has none.
     """
 
     num_envs: int
@@ -39,6 +44,31 @@ class EnvSpec:
     max_episode_steps: int
     reward_terms: tuple[str, ...] = ()
     episode_metrics: tuple[str, ...] = ()
+    policy_obs_layout: tuple[tuple[str, int], ...] = ()
+    mirror: MirrorSpec | None = None
+
+    def __post_init__(self) -> None:
+        if not self.policy_obs_layout:
+            object.__setattr__(self, "policy_obs_layout", ((POLICY, self.obs_sizes[POLICY]),))
+        total = sum(width for _, width in self.policy_obs_layout)
+        if total != self.obs_sizes[POLICY]:
+            raise ValueError(
+                f"the policy observation layout {self.policy_obs_layout} covers {total} channels, "
+                f"the policy observation has {self.obs_sizes[POLICY]}"
+            )
+        if self.mirror is not None:
+            self.mirror.check_sizes(
+                self.obs_sizes[POLICY], self.obs_sizes[CRITIC], self.action_size
+            )
+
+    def policy_obs_slices(self) -> dict[str, tuple[int, int]]:
+        """``{term: (start, stop)}`` of the policy observation's terms."""
+        slices = {}
+        start = 0
+        for name, width in self.policy_obs_layout:
+            slices[name] = (start, start + width)
+            start += width
+        return slices
 
     @property
     def policy_obs_size(self) -> int:

@@ -12,8 +12,11 @@ and ``export`` with :meth:`TaskSpec.build`. The env itself is built only where i
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,12 +44,18 @@ class TaskSpec:
         init_args: The task's own constructor arguments; the trainer passes ``num_envs``,
             ``seed`` and ``num_threads`` itself.
 
+    An argument typed as a dataclass (e.g. ``randomization: DomainRandomization``) is held as
+    the mapping of its fields, as YAML writes it, and built into the dataclass by :meth:`build`.
+
     Raises:
         ValueError: If ``init_args`` names an argument the trainer passes.
     """
 
     def __init__(self, class_path: str, init_args: Mapping[str, Any] | None = None) -> None:
-        init_args = dict(init_args or {})
+        init_args = {
+            key: dataclasses.asdict(value) if _is_dataclass_instance(value) else value
+            for key, value in (init_args or {}).items()
+        }
         reserved = sorted(TRAINER_ARGUMENTS & set(init_args))
         if reserved:
             raise ValueError(
@@ -58,9 +67,8 @@ class TaskSpec:
 
     def build(self, num_envs: int, *, seed: int = 0, num_threads: int = 1) -> BatchedMujocoEnv:
         """The task with ``num_envs`` simulations (see :func:`unilab_lit.envs.make_env`)."""
-        return make_env(
-            self.class_path, num_envs, seed=seed, num_threads=num_threads, **self.init_args
-        )
+        init_args = _dataclass_arguments(task_class(self.class_path), self.init_args)
+        return make_env(self.class_path, num_envs, seed=seed, num_threads=num_threads, **init_args)
 
     def with_frames(self) -> TaskSpec:
         """This task, built so that ``render`` returns frames.
@@ -151,6 +159,32 @@ def _checked_arguments(task: type, class_path: str, init_args: dict[str, Any]) -
             ) from None
         raise ValueError(f"init_args.{summarize(str(err), keys)}") from None
     return parsed.as_dict()
+
+
+def _is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _dataclass_arguments(task: type, init_args: dict[str, Any]) -> dict[str, Any]:
+    """``init_args`` with each mapping given for a dataclass-typed argument built into it."""
+    try:
+        hints = typing.get_type_hints(task.__init__)
+    except (NameError, TypeError):  # a user task whose annotations do not resolve: as they are
+        return init_args
+    built = dict(init_args)
+    for key, value in init_args.items():
+        if not isinstance(value, Mapping):
+            continue
+        hint = hints.get(key)
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        members = typing.get_args(hint) if union else (hint,)
+        classes = [m for m in members if dataclasses.is_dataclass(m) and isinstance(m, type)]
+        if len(classes) == 1:
+            if set(value) == {"class_path", "init_args"}:
+                # The CLI's parser hands a dataclass value over in its class-path form.
+                value = value["init_args"]
+            built[key] = classes[0](**value)
+    return built
 
 
 def _is_gym_adapter(task: type) -> bool:

@@ -1,0 +1,122 @@
+"""Left-right mirror of a task's observations and actions, declared by the task for the learner.
+
+A task whose robot and rewards are symmetric about its sagittal (x-z) plane declares a
+:class:`MirrorSpec` on its ``EnvSpec``; off-policy learners with ``use_symmetry`` add the
+mirrored copy of every sampled transition to their batch. A mirror is a signed permutation of
+channels, ``mirrored[..., i] = sign[i] * x[..., index[i]]``, and must be an involution
+(mirroring twice gives the input back), which is checked when it is built.
+
+Under a reflection ``y -> -y``, a vector (linear velocity, gravity) flips its y component and an
+axial vector (angular velocity, a rotation about an axis) flips its x and z components; left and
+right limbs swap, and a joint whose axis is along x or z (abduction, roll, yaw) changes sign.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A signed permutation of ``size`` channels that is its own inverse.
+
+    Args:
+        index: ``index[i]`` is the channel that channel ``i`` of the mirror is taken from.
+        sign: ``+1.0`` or ``-1.0`` per channel, applied after the permutation.
+
+    Raises:
+        ValueError: If ``index`` is not a permutation, ``sign`` holds anything but ±1, the two
+            differ in length, or mirroring twice is not the identity.
+    """
+
+    index: tuple[int, ...]
+    sign: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        index = np.asarray(self.index)
+        sign = np.asarray(self.sign)
+        n = len(self.index)
+        if len(self.sign) != n or sorted(self.index) != list(range(n)):
+            raise ValueError(
+                f"a mirror needs index to be a permutation of 0..{n - 1} and one sign per "
+                f"channel, got index={self.index}, sign={self.sign}"
+            )
+        if not np.isin(sign, (-1.0, 1.0)).all():
+            raise ValueError(f"a mirror's signs must be +1 or -1, got {self.sign}")
+        if n and not (
+            np.array_equal(index[index], np.arange(n)) and (sign * sign[index] == 1).all()
+        ):
+            raise ValueError(
+                f"mirroring twice must give the input back: index={self.index}, sign={self.sign}"
+            )
+
+    @property
+    def size(self) -> int:
+        return len(self.index)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The mirror of ``x [..., size]`` (numpy)."""
+        return x[..., list(self.index)] * np.asarray(self.sign, dtype=x.dtype)
+
+    @classmethod
+    def signs(cls, *sign: float) -> Mirror:
+        """Channels that stay in place, each multiplied by its sign."""
+        return cls(tuple(range(len(sign))), tuple(float(s) for s in sign))
+
+    @classmethod
+    def vector(cls) -> Mirror:
+        """A 3-vector (linear velocity, gravity): y flips."""
+        return cls.signs(1, -1, 1)
+
+    @classmethod
+    def axial(cls) -> Mirror:
+        """An axial 3-vector (angular velocity): x and z flip."""
+        return cls.signs(-1, 1, -1)
+
+    @classmethod
+    def swap(cls, pairs: Sequence[tuple[int, int]], sign: Sequence[float]) -> Mirror:
+        """Channels swapped in ``pairs`` (the others stay), then multiplied by ``sign``."""
+        index = list(range(len(sign)))
+        for a, b in pairs:
+            index[a], index[b] = b, a
+        return cls(tuple(index), tuple(float(s) for s in sign))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Mirror]) -> Mirror:
+        """The mirror of the concatenation of the parts' channels, in order."""
+        index: list[int] = []
+        sign: list[float] = []
+        offset = 0
+        for part in parts:
+            index.extend(offset + i for i in part.index)
+            sign.extend(part.sign)
+            offset += part.size
+        return cls(tuple(index), tuple(sign))
+
+
+@dataclass(frozen=True)
+class MirrorSpec:
+    """The left-right mirror of a task: one :class:`Mirror` per observation group and the actions.
+
+    Args:
+        policy_obs: Mirror of the policy observation.
+        critic_obs: Mirror of the critic observation.
+        actions: Mirror of the action vector.
+    """
+
+    policy_obs: Mirror
+    critic_obs: Mirror
+    actions: Mirror
+
+    def check_sizes(self, policy_obs_size: int, critic_obs_size: int, action_size: int) -> None:
+        """Raise ``ValueError`` unless the mirrors fit these sizes."""
+        expected = (policy_obs_size, critic_obs_size, action_size)
+        actual = (self.policy_obs.size, self.critic_obs.size, self.actions.size)
+        if actual != expected:
+            raise ValueError(
+                f"the mirror spec's sizes (policy obs, critic obs, actions) {actual} do not fit "
+                f"the task's {expected}"
+            )
