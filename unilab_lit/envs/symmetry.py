@@ -77,14 +77,6 @@ class Mirror:
         return cls.signs(-1, 1, -1)
 
     @classmethod
-    def swap(cls, pairs: Sequence[tuple[int, int]], sign: Sequence[float]) -> Mirror:
-        """Channels swapped in ``pairs`` (the others stay), then multiplied by ``sign``."""
-        index = list(range(len(sign)))
-        for a, b in pairs:
-            index[a], index[b] = b, a
-        return cls(tuple(index), tuple(float(s) for s in sign))
-
-    @classmethod
     def concat(cls, parts: Sequence[Mirror]) -> Mirror:
         """The mirror of the concatenation of the parts' channels, in order."""
         index: list[int] = []
@@ -95,6 +87,37 @@ class Mirror:
             sign.extend(part.sign)
             offset += part.size
         return cls(tuple(index), tuple(sign))
+
+
+def joint_mirror(
+    names: Sequence[str], sides: Sequence[tuple[str, str]], negate: Sequence[str]
+) -> Mirror:
+    """The mirror of per-joint channels (positions, velocities, actions) of joints ``names``.
+
+    Each joint swaps with its twin, whose name has the other token of a pair in ``sides``
+    (``("left_", "right_")``, or ``("FR_", "FL_")`` and ``("RR_", "RL_")``); a joint with no
+    side token (a waist joint) stays. A joint whose name contains any of ``negate`` (axes along
+    x or z under a y reflection: roll, yaw, abduction) changes sign.
+
+    Raises:
+        ValueError: If a joint's twin is not among ``names``.
+    """
+    position = {name: i for i, name in enumerate(names)}
+    index = []
+    for name in names:
+        twin = name
+        for a, b in sides:
+            if a in name:
+                twin = name.replace(a, b)
+                break
+            if b in name:
+                twin = name.replace(b, a)
+                break
+        if twin not in position:
+            raise ValueError(f"joint {name!r} has no mirror twin {twin!r} among {list(names)}")
+        index.append(position[twin])
+    sign = [-1.0 if any(token in name for token in negate) else 1.0 for name in names]
+    return Mirror(tuple(index), tuple(sign))
 
 
 @dataclass(frozen=True)
