@@ -1,4 +1,4 @@
-"""The standing-still baseline of QuadrupedJoystick: tracking errors of a policy that never moves.
+"""The standing-still baseline of a joystick task: tracking errors of a policy that never moves.
 
 Actions are joint-target offsets from the standing pose (``home + action_scale * action``), so
 the zero action holds the default pose. This runs whole episodes of that policy through the
@@ -9,6 +9,8 @@ judged against these figures: standing still scores about the mean commanded spe
 
     python bench/quadruped_baseline.py
     python bench/quadruped_baseline.py --episodes 256 --seed 1
+    python bench/quadruped_baseline.py --task Go1Joystick     # or G1Walk (a G1 standing still
+                                                              # may fall: lengths are printed)
 
 Commands and reset states come from the env's generator, which actions never touch, so any
 policy that does not fall meets the same commands: ``--num-envs 16 --episodes 16 --seed 1000003``
@@ -27,22 +29,21 @@ from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.envs import make_env
 from unilab_lit.telemetry import metrics
 
-TASK = "QuadrupedJoystick"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, default=64, help="envs stepped together")
     parser.add_argument("--episodes", type=int, default=128, help="whole episodes to average")
     parser.add_argument("--seed", type=int, default=0, help="seed of resets and commands")
+    parser.add_argument("--task", default="QuadrupedJoystick", help="a joystick task's name")
     args = parser.parse_args()
-    env = make_env(TASK, args.num_envs, seed=args.seed)
+    env = make_env(args.task, args.num_envs, seed=args.seed)
     action_size = env.spec.action_size
     results = run_episodes(
         env, lambda obs: torch.zeros(obs.shape[0], action_size), args.episodes, seed=args.seed
     )
     env.close()
-    print(f"{TASK}, zero action (standing still), {len(results.returns)} whole episodes:")
+    print(f"{args.task}, zero action (standing still), {len(results.returns)} whole episodes:")
     print(f"  mean episode length  {results.mean_length:8.1f}")
     print(f"  mean return          {results.mean_return:8.2f}")
     for term in ("tracking_lin_vel", "tracking_ang_vel"):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,18 @@ def checkpoint_without_config(appo_cartpole_run, tmp_path_factory) -> Path:
     path.parent.mkdir()
     torch.save(checkpoint, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def robot_models(tmp_path_factory) -> Iterator[Path]:
+    """The fetched Unitree models' folder, downloaded once per session (pinned wheel, pip).
+
+    ``$UNILAB_LIT_MODEL_CACHE`` is set for the session, so subprocesses find the models too; a
+    cache already named there is reused (and filled if empty).
+    """
+    from unilab_lit.envs.robots.assets import CACHE_ENV, fetch_models
+
+    cache = os.environ.get(CACHE_ENV) or str(tmp_path_factory.mktemp("robot_models"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, cache)
+        yield fetch_models()

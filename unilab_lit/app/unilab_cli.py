@@ -37,6 +37,7 @@ from unilab_lit.app.resume import (
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.robots.assets import RobotModelError
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
@@ -153,9 +154,14 @@ def with_default_callbacks(callbacks: list[Callback], checkpointing: bool = True
     return [*callbacks, *added]
 
 
-def _root_message(err: BaseException) -> str:
+def _root_error(err: BaseException) -> BaseException:
     while err.__cause__ is not None:
         err = err.__cause__
+    return err
+
+
+def _root_message(err: BaseException) -> str:
+    err = _root_error(err)
     if isinstance(err, KeyError) and err.args:
         return str(err.args[0])
     return str(err)
@@ -300,7 +306,10 @@ class UnilabCLI(LightningCLI):
         """
         try:
             super().instantiate_classes()
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, RobotModelError) as err:
+            if isinstance(_root_error(err), RobotModelError):
+                # The config is fine; the model files are not there (the message says how).
+                raise SystemExit(f"error: {_root_message(err)}") from None
             raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
         self._count_global_steps_in_progress_bar()
 

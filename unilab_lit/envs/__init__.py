@@ -31,6 +31,8 @@ _REGISTRY: dict[str, type | str] = {
     "Ant": "unilab_lit.envs.walkers:Ant",
     "Humanoid": "unilab_lit.envs.walkers:Humanoid",
     "QuadrupedJoystick": "unilab_lit.envs.quadruped:QuadrupedJoystick",
+    "Go1Joystick": "unilab_lit.envs.robots.go1:Go1Joystick",
+    "G1Walk": "unilab_lit.envs.robots.g1:G1Walk",
 }
 
 

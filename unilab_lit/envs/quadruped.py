@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
 
 import mujoco
 import numpy as np
 
-from unilab_lit.envs.base import BatchedMujocoEnv, Obs
+from unilab_lit.envs.base import Obs
+from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.symmetry import Mirror, MirrorSpec, joint_mirror
@@ -20,7 +20,6 @@ NUM_JOINTS = 12
 _QUAT = slice(3, 7)
 _JOINT_QPOS = slice(7, 7 + NUM_JOINTS)
 _JOINT_QVEL = slice(6, 6 + NUM_JOINTS)
-_GRAVITY_DIR = np.array([0.0, 0.0, -1.0])
 
 POLICY_OBS_LAYOUT = (
     ("ang_vel", 3),
@@ -59,18 +58,7 @@ DEFAULT_REWARD_WEIGHTS: Mapping[str, float] = {
 }
 
 
-def rotate_to_body(quat: np.ndarray, vec: np.ndarray) -> np.ndarray:
-    """Express world-frame vectors in the body frame of unit quaternions ``quat`` (w, x, y, z).
-
-    ``quat`` is ``[N, 4]``; ``vec`` is ``[N, 3]`` or ``[3]`` (the same vector for every row).
-    """
-    w = quat[:, :1]
-    u = -quat[:, 1:]  # the conjugate rotates world -> body
-    t = 2.0 * np.cross(u, vec)
-    return vec + w * t + np.cross(u, t)
-
-
-class QuadrupedJoystick(BatchedMujocoEnv):
+class QuadrupedJoystick(JoystickEnv):
     """Track a commanded body velocity (forward, lateral, yaw rate) with a 12-joint quadruped.
 
     Modelled on the Go1 joystick task of legged_gym / MuJoCo Playground, on a Go1-sized robot
@@ -125,8 +113,7 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         ValueError: If an argument is out of its range or a reward weight names no term.
     """
 
-    REWARD_TERMS = tuple(DEFAULT_REWARD_WEIGHTS)
-    EPISODE_METRICS = ("tracking_error_lin_vel", "tracking_error_ang_vel")
+    DEFAULT_REWARD_WEIGHTS = DEFAULT_REWARD_WEIGHTS
     POLICY_OBS_SIZE = 3 + 3 + 3 + 3 * NUM_JOINTS
     CRITIC_OBS_SIZE = POLICY_OBS_SIZE + 3
     FRAME_SKIP = 4
@@ -152,27 +139,6 @@ class QuadrupedJoystick(BatchedMujocoEnv):
     ) -> None:
         name = type(self).__name__
         check_arg(action_scale > 0, f"{name}: action_scale", action_scale, "> 0")
-        check_arg(
-            command_resample_steps >= 1,
-            f"{name}: command_resample_steps",
-            command_resample_steps,
-            ">= 1",
-        )
-        ranges = {
-            "lin_vel_x_range": lin_vel_x_range,
-            "lin_vel_y_range": lin_vel_y_range,
-            "yaw_rate_range": yaw_rate_range,
-        }
-        for arg, (low, high) in ranges.items():
-            if not low <= high:
-                raise ValueError(f"{name}: {arg} must have low <= high, got {(low, high)}")
-        check_arg(tracking_sigma > 0, f"{name}: tracking_sigma", tracking_sigma, "> 0")
-        unknown = set(reward_weights or {}) - set(DEFAULT_REWARD_WEIGHTS)
-        if unknown:
-            raise ValueError(
-                f"{name}: reward_weights names unknown terms {sorted(unknown)}; "
-                f"valid terms: {list(DEFAULT_REWARD_WEIGHTS)}"
-            )
         check_arg(reset_joint_noise >= 0, f"{name}: reset_joint_noise", reset_joint_noise, ">= 0")
         check_arg(0 < max_tilt_deg <= 180, f"{name}: max_tilt_deg", max_tilt_deg, "in (0, 180]")
 
@@ -185,12 +151,15 @@ class QuadrupedJoystick(BatchedMujocoEnv):
             frame_skip=self.FRAME_SKIP,
             max_episode_steps=max_episode_steps,
             obs_sizes={POLICY: self.POLICY_OBS_SIZE, CRITIC: self.CRITIC_OBS_SIZE},
-            reward_terms=self.REWARD_TERMS,
-            episode_metrics=self.EPISODE_METRICS,
+            num_actions=NUM_JOINTS,
             seed=seed,
             num_threads=num_threads,
-            action_low=-np.ones(NUM_JOINTS, dtype=np.float32),
-            action_high=np.ones(NUM_JOINTS, dtype=np.float32),
+            command_resample_steps=command_resample_steps,
+            lin_vel_x_range=lin_vel_x_range,
+            lin_vel_y_range=lin_vel_y_range,
+            yaw_rate_range=yaw_rate_range,
+            tracking_sigma=tracking_sigma,
+            reward_weights=reward_weights,
             policy_obs_layout=POLICY_OBS_LAYOUT,
             mirror=MIRROR,
             randomization=randomization,
@@ -200,51 +169,26 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         self._home_qpos = home.qpos.copy()
         self._home_joints = home.qpos[_JOINT_QPOS].copy()
         self._action_scale = action_scale
-        self._command_resample_steps = command_resample_steps
-        self._command_low = np.array([r[0] for r in ranges.values()])
-        self._command_high = np.array([r[1] for r in ranges.values()])
-        self._tracking_sigma = tracking_sigma
-        weights = {**DEFAULT_REWARD_WEIGHTS, **(reward_weights or {})}
-        self._weights = {term: weights[term] * self.spec.control_dt for term in self.REWARD_TERMS}
         self._reset_joint_noise = reset_joint_noise
         self._min_base_height = min_base_height
         self._min_up_z = float(np.cos(np.deg2rad(max_tilt_deg)))
 
         self._actuator_force = self.batch.bind("actuator_force")
-        self._command = np.zeros((num_envs, 3))
-        self._tracked_command = np.zeros((num_envs, 3))
-        self._command_age = np.zeros(num_envs, dtype=np.int64)
-        self._last_action = np.zeros((num_envs, NUM_JOINTS))
-        self._previous_action = np.zeros((num_envs, NUM_JOINTS))
 
     # ------------------------------------------------------------------ hooks
 
     def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
-        # The only hook that sees the actions before the observation is assembled, which needs
-        # them as "last action"; the reward's action-rate term needs the one before as well.
-        self._previous_action, self._last_action = self._last_action, actions.astype(np.float64)
-        return self._home_joints + self._action_scale * self._last_action
+        return self._home_joints + self._action_scale * self._record_actions(actions)
 
     def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self._home_joints.copy(), np.full(NUM_JOINTS, self._action_scale)
-
-    def _simulate(self) -> None:
-        super()._simulate()
-        # The step's reward tracks the command the policy acted on; a command due for a new draw
-        # changes only after the physics step, so the observation returned by this step shows
-        # the new command the next action will be judged against.
-        self._tracked_command[:] = self._command
-        self._command_age += 1
-        due = np.flatnonzero(self._command_age >= self._command_resample_steps)
-        if due.size:
-            self._sample_commands(due, self._rng)
 
     def _compute_obs(self) -> Obs:
         quat = self.qpos[:, _QUAT]
         policy = np.concatenate(
             [
                 self.qvel[:, 3:6],
-                rotate_to_body(quat, _GRAVITY_DIR),
+                rotate_to_body(quat, GRAVITY_DIR),
                 self._command,
                 self.qpos[:, _JOINT_QPOS] - self._home_joints,
                 self.qvel[:, _JOINT_QVEL],
@@ -255,36 +199,21 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         critic = np.concatenate([policy, rotate_to_body(quat, self.qvel[:, 0:3])], axis=1)
         return {POLICY: policy, CRITIC: critic}
 
-    def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        lin_vel, ang_vel = self._body_velocities()
-        gravity = rotate_to_body(self.qpos[:, _QUAT], _GRAVITY_DIR)
-        lin_delta, yaw_delta = self._tracking_deltas(lin_vel, ang_vel)
-        lin_error = np.sum(np.square(lin_delta), axis=1)
-        yaw_error = np.square(yaw_delta)
-        raw = {
-            "tracking_lin_vel": np.exp(-lin_error / self._tracking_sigma),
-            "tracking_ang_vel": np.exp(-yaw_error / self._tracking_sigma),
+    def _raw_reward_terms(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> dict[str, np.ndarray]:
+        gravity = rotate_to_body(self.qpos[:, _QUAT], GRAVITY_DIR)
+        return {
+            **self._tracking_rewards(lin_vel, ang_vel),
             "lin_vel_z": np.square(lin_vel[:, 2]),
             "ang_vel_xy": np.sum(np.square(ang_vel[:, :2]), axis=1),
             "orientation": np.sum(np.square(gravity[:, :2]), axis=1),
             "torques": np.sum(np.square(self._actuator_force), axis=1),
-            "action_rate": np.sum(np.square(self._last_action - self._previous_action), axis=1),
-        }
-        terms = {term: self._weights[term] * value for term, value in raw.items()}
-        return sum(terms.values()), terms
-
-    def _compute_metrics(self) -> dict[str, np.ndarray]:
-        lin_delta, yaw_delta = self._tracking_deltas(*self._body_velocities())
-        return {
-            "tracking_error_lin_vel": np.linalg.norm(lin_delta, axis=1),
-            "tracking_error_ang_vel": np.abs(yaw_delta),
+            "action_rate": self._action_rate(),
         }
 
     def _compute_terminated(self) -> np.ndarray:
-        quat = self.qpos[:, _QUAT]
-        # z of the trunk's up axis in the world frame: cos(tilt from upright).
-        up_z = 1.0 - 2.0 * (quat[:, 1] ** 2 + quat[:, 2] ** 2)
-        return (up_z < self._min_up_z) | (self.qpos[:, 2] < self._min_base_height)
+        return (up_z(self.qpos[:, _QUAT]) < self._min_up_z) | (
+            self.qpos[:, 2] < self._min_base_height
+        )
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n = env_ids.size
@@ -296,48 +225,4 @@ class QuadrupedJoystick(BatchedMujocoEnv):
         qpos[:, _JOINT_QPOS] += rng.uniform(-noise, noise, (n, NUM_JOINTS))
         self.qpos[env_ids] = qpos
         self.qvel[env_ids] = 0.0
-        self._last_action[env_ids] = 0.0
-        self._previous_action[env_ids] = 0.0
-        self._sample_commands(env_ids, rng)
-
-    # ------------------------------------------------------------------ state
-
-    def state_dict(self) -> dict[str, Any]:
-        """The base state plus the commands and the last two actions (they carry over steps)."""
-        state = super().state_dict()
-        state["task"] = {
-            "command": self._command.copy(),
-            "tracked_command": self._tracked_command.copy(),
-            "command_age": self._command_age.copy(),
-            "last_action": self._last_action.copy(),
-            "previous_action": self._previous_action.copy(),
-        }
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
-        task = state["task"]
-        self._command[:] = task["command"]
-        self._tracked_command[:] = task["tracked_command"]
-        self._command_age[:] = task["command_age"]
-        self._last_action[:] = task["last_action"]
-        self._previous_action[:] = task["previous_action"]
-
-    # ------------------------------------------------------------------ internals
-
-    def _body_velocities(self) -> tuple[np.ndarray, np.ndarray]:
-        """Body-frame linear ``[N, 3]`` and angular ``[N, 3]`` velocity of the trunk."""
-        return rotate_to_body(self.qpos[:, _QUAT], self.qvel[:, 0:3]), self.qvel[:, 3:6]
-
-    def _tracking_deltas(
-        self, lin_vel: np.ndarray, ang_vel: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Command minus velocity: planar linear ``[N, 2]`` and yaw rate ``[N]``."""
-        command = self._tracked_command
-        return command[:, :2] - lin_vel[:, :2], command[:, 2] - ang_vel[:, 2]
-
-    def _sample_commands(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
-        self._command[env_ids] = rng.uniform(
-            self._command_low, self._command_high, (env_ids.size, 3)
-        )
-        self._command_age[env_ids] = 0
+        self._reset_commands(env_ids, rng)

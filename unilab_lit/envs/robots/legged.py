@@ -1,0 +1,341 @@
+"""A legged robot under PD position control tracking velocity commands: what Go1 and G1 share.
+
+The robot comes from :func:`unilab_lit.envs.robots.model.build_robot`. Actions in ``[-1, 1]``
+per joint are joint targets ``default_joint_pos + action_scale * action``, with
+``action_scale = action_scale_factor * effort_limit / stiffness`` per joint (a unit action
+asks for that fraction of the motor's peak torque at rest). The observation is what the robot
+itself measures, in this order: gyro (3), projected gravity (3), joint positions minus the
+default (J), joint velocities (J), last action (J), command (3) and the gait clock (cos and
+sin of each phase in ``GAIT_PHASE_OFFSETS``); the critic adds the body-frame linear velocity
+(3), which hardware cannot measure directly.
+
+Reward terms (each available to a subclass's ``DEFAULT_REWARD_WEIGHTS``; see
+:class:`unilab_lit.envs.joystick.JoystickEnv` for the weighting and the tracking terms):
+``lin_vel_z = v_z^2``, ``ang_vel_xy = |w_xy|^2``, ``orientation = |g_xy|^2`` of
+``UPRIGHT_BODY`` (projected gravity), ``base_height = (z - base_height_target)^2``,
+``torques = |tau|^2``, ``action_rate = |a_t - a_{t-1}|^2``, ``feet_air_time = sum over
+touchdowns of (air time - feet_air_time_target)`` while the command asks to move,
+``feet_slip = sum over feet on the ground of |v_foot_xy|^2`` and ``dof_pos_limits`` = how far
+joints are outside their soft limits (90% of the range). A foot is on the ground when its site
+is below ``FOOT_CONTACT_HEIGHT``.
+
+Terminated when the base's up axis has z <= cos(``max_tilt_deg``) or the base is below
+``min_base_height``; truncated after ``max_episode_steps``.
+
+Both robots are left-right symmetric (``spec.mirror``, for off-policy ``use_symmetry``): the
+mirror swaps each joint with its twin and flips abduction, roll and yaw joints, the gyro's x
+and z, gravity's y, the command's vy and yaw rate, and the gait clock by half a cycle.
+
+The plain attributes ``base_body_id``, ``floor_geom_id``, ``joint_names``,
+``default_joint_pos``, ``action_scale``, ``actuator_ids``, ``stiffness``, ``damping``,
+``armature`` and ``effort_limit`` describe the robot for randomisation and deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from unilab_lit.envs.base import Obs
+from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
+from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
+from unilab_lit.envs.robots.model import RobotDescription, RobotModel, build_robot
+from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.envs.symmetry import Mirror, MirrorSpec
+from unilab_lit.validation import check_arg
+
+# Commands slower than this (m/s) ask to stand: no reward for lifting feet then.
+_MOVING_COMMAND = 0.1
+# Left and right twins in joint names (Unitree's G1 and Go1 conventions).
+_SIDES = (("left_", "right_"), ("FL_", "FR_"), ("RL_", "RR_"))
+
+
+def joint_mirror(robot: RobotModel) -> Mirror:
+    """The left-right mirror of per-joint vectors in action order.
+
+    Each joint swaps with its twin (``left_``/``right_``, ``FL_``/``FR_``, ``RL_``/``RR_``);
+    a joint whose axis is mostly along x or z (abduction, roll, yaw) changes sign.
+    """
+    names = list(robot.joint_names)
+    pairs = []
+    for i, name in enumerate(names):
+        for left, right in _SIDES:
+            if name.startswith(left):
+                pairs.append((i, names.index(right + name[len(left) :])))
+    axes = robot.model.jnt_axis[[robot.model.joint(n).id for n in names]]
+    signs = np.where(np.argmax(np.abs(axes), axis=1) == 1, 1.0, -1.0)
+    return Mirror.swap(pairs, signs.tolist())
+
+
+def _mirror(robot: RobotModel, phases: int) -> MirrorSpec:
+    joints = joint_mirror(robot)
+    # Left and right legs swap, which is the gait clock half a cycle on: every channel flips.
+    policy = Mirror.concat(
+        [
+            Mirror.axial(),
+            Mirror.vector(),
+            joints,
+            joints,
+            joints,
+            Mirror.signs(1, -1, -1),
+            Mirror.signs(*[-1.0] * (2 * phases)),
+        ]
+    )
+    return MirrorSpec(
+        policy_obs=policy, critic_obs=Mirror.concat([policy, Mirror.vector()]), actions=joints
+    )
+
+
+class LeggedRobotEnv(JoystickEnv):
+    """Velocity tracking for the robot ``ROBOT``; see the module docstring.
+
+    Args:
+        num_envs: Number of simulations.
+        seed: Seed of resets, commands and the timeout stagger.
+        num_threads: Threads stepping the physics.
+        model_dir: A local copy of the robot's MuJoCo Menagerie folder; default: the models
+            fetched into the user cache (``python -m unilab_lit.envs.robots fetch``).
+        max_episode_steps: Control steps per episode (0.02 s each).
+        action_scale_factor: Fraction of each motor's peak torque a unit action asks at rest, > 0.
+        command_resample_steps: Steps between command draws within an episode, >= 1.
+        lin_vel_x_range: Forward velocity command range (m/s).
+        lin_vel_y_range: Lateral velocity command range (m/s).
+        yaw_rate_range: Yaw rate command range (rad/s).
+        tracking_sigma: Width (squared units) of the exponential tracking rewards, > 0.
+        reward_weights: Overrides of ``DEFAULT_REWARD_WEIGHTS`` by term name.
+        reset_joint_noise: Half-width (rad) of the uniform noise on the initial joint angles.
+        gait_frequency: Cycles per second of the gait clock in the observation, > 0.
+        feet_air_time_target: Air time (s) above which a touchdown is rewarded.
+        base_height_target: Base height (m) the ``base_height`` term pulls towards.
+        min_base_height: Base height (m) below which an episode terminates.
+        max_tilt_deg: Tilt from upright (degrees) at or beyond which an episode terminates,
+            in (0, 180].
+        randomization: Domain randomisation per env (off by default; see
+            :mod:`unilab_lit.envs.randomization`): friction of the floor and the robot's
+            geoms, base (trunk / pelvis) mass, every motor's strength, pushes of the base,
+            noise on the policy observation by term (``ang_vel``, ``projected_gravity``,
+            ``joint_pos``, ``joint_vel``, ``last_action``, ``command``, ``gait_phase``) and
+            one step of action delay.
+
+    Raises:
+        ValueError: If an argument is out of its range or a reward weight names no term.
+        unilab_lit.envs.robots.assets.RobotModelError: If the model is missing or corrupt.
+    """
+
+    ROBOT: ClassVar[RobotDescription]
+    FRAME_SKIP: ClassVar[int]
+    GAIT_PHASE_OFFSETS: ClassVar[tuple[float, ...]]
+    UPRIGHT_BODY: ClassVar[str]
+    FOOT_CONTACT_HEIGHT: ClassVar[float]
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        seed: int,
+        num_threads: int,
+        model_dir: str | None,
+        max_episode_steps: int,
+        action_scale_factor: float,
+        command_resample_steps: int,
+        lin_vel_x_range: tuple[float, float],
+        lin_vel_y_range: tuple[float, float],
+        yaw_rate_range: tuple[float, float],
+        tracking_sigma: float,
+        reward_weights: Mapping[str, float] | None,
+        reset_joint_noise: float,
+        gait_frequency: float,
+        feet_air_time_target: float,
+        base_height_target: float,
+        min_base_height: float,
+        max_tilt_deg: float,
+        randomization: DomainRandomization | None,
+    ) -> None:
+        name = type(self).__name__
+        check_arg(
+            action_scale_factor > 0, f"{name}: action_scale_factor", action_scale_factor, "> 0"
+        )
+        check_arg(reset_joint_noise >= 0, f"{name}: reset_joint_noise", reset_joint_noise, ">= 0")
+        check_arg(gait_frequency > 0, f"{name}: gait_frequency", gait_frequency, "> 0")
+        check_arg(0 < max_tilt_deg <= 180, f"{name}: max_tilt_deg", max_tilt_deg, "in (0, 180]")
+
+        robot = build_robot(self.ROBOT, model_dir)
+        joints = len(robot.joint_names)
+        layout = (
+            ("ang_vel", 3),
+            ("projected_gravity", 3),
+            ("joint_pos", joints),
+            ("joint_vel", joints),
+            ("last_action", joints),
+            ("command", 3),
+            ("gait_phase", 2 * len(self.GAIT_PHASE_OFFSETS)),
+        )
+        policy_size = sum(width for _, width in layout)
+        super().__init__(
+            robot.model,
+            num_envs,
+            frame_skip=self.FRAME_SKIP,
+            max_episode_steps=max_episode_steps,
+            obs_sizes={POLICY: policy_size, CRITIC: policy_size + 3},
+            num_actions=joints,
+            seed=seed,
+            num_threads=num_threads,
+            command_resample_steps=command_resample_steps,
+            lin_vel_x_range=lin_vel_x_range,
+            lin_vel_y_range=lin_vel_y_range,
+            yaw_rate_range=yaw_rate_range,
+            tracking_sigma=tracking_sigma,
+            reward_weights=reward_weights,
+            policy_obs_layout=layout,
+            mirror=_mirror(robot, len(self.GAIT_PHASE_OFFSETS)),
+            randomization=randomization,
+            randomization_targets=RandomizationTargets.floating_base(
+                robot.model, self.ROBOT.base_body
+            ),
+        )
+        self.robot = robot
+        self.base_body_id = robot.base_body_id
+        self.floor_geom_id = robot.floor_geom_id
+        self.joint_names = robot.joint_names
+        self.default_joint_pos = robot.default_joint_pos
+        self.action_scale = action_scale_factor * robot.effort_limit / robot.stiffness
+        self.actuator_ids = robot.actuator_ids
+        self.stiffness = robot.stiffness
+        self.damping = robot.damping
+        self.armature = robot.armature
+        self.effort_limit = robot.effort_limit
+
+        self._qpos_adr = robot.joint_qpos_adr
+        self._dof_adr = robot.joint_dof_adr
+        self._reset_joint_noise = reset_joint_noise
+        self._phase_rate = 2.0 * np.pi * gait_frequency * self.spec.control_dt
+        self._phase_offsets = np.array(self.GAIT_PHASE_OFFSETS)
+        self._air_time_target = feet_air_time_target
+        self._base_height_target = base_height_target
+        self._min_base_height = min_base_height
+        self._min_up_z = float(np.cos(np.deg2rad(max_tilt_deg)))
+        self._upright_body = robot.model.body(self.UPRIGHT_BODY).id
+
+        self._sensordata = self.batch.bind("sensordata")
+        self._actuator_force = self.batch.bind("actuator_force")
+        self._site_xpos = self.batch.bind("site_xpos")
+        self._xquat = self.batch.bind("xquat")
+        feet = robot.foot_site_ids.size
+        self._feet_air_time = np.zeros((num_envs, feet))
+        self._feet_before = np.zeros((num_envs, feet, 3))
+        self._feet_contact = np.zeros((num_envs, feet), dtype=bool)
+        self._touchdown_air_time = np.zeros((num_envs, feet))
+        self._feet_speed_sq = np.zeros((num_envs, feet))
+
+    # ------------------------------------------------------------------ hooks
+
+    def _actions_to_ctrl(self, actions: np.ndarray) -> np.ndarray:
+        return self.default_joint_pos + self.action_scale * self._record_actions(actions)
+
+    def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.default_joint_pos.copy(), self.action_scale.copy()
+
+    def _before_physics(self) -> None:
+        self._feet_before[:] = self._site_xpos[:, self.robot.foot_site_ids]
+
+    def _simulate(self) -> None:
+        super()._simulate()
+        feet = self._site_xpos[:, self.robot.foot_site_ids]
+        velocity = (feet[..., :2] - self._feet_before[..., :2]) / self.spec.control_dt
+        self._feet_speed_sq = np.sum(np.square(velocity), axis=2)
+        contact = feet[..., 2] < self.FOOT_CONTACT_HEIGHT
+        self._feet_air_time += self.spec.control_dt
+        touchdown = contact & ~self._feet_contact
+        self._touchdown_air_time = np.where(touchdown, self._feet_air_time, 0.0)
+        self._feet_air_time[contact] = 0.0
+        self._feet_contact = contact
+
+    def _compute_obs(self) -> Obs:
+        gyro_adr = self.robot.gyro_adr
+        phase = self._phase_rate * self._elapsed[:, None] + self._phase_offsets
+        policy = np.concatenate(
+            [
+                self._sensordata[:, gyro_adr : gyro_adr + 3],
+                rotate_to_body(self.qpos[:, 3:7], GRAVITY_DIR),
+                self.qpos[:, self._qpos_adr] - self.default_joint_pos,
+                self.qvel[:, self._dof_adr],
+                self._last_action,
+                self._command,
+                np.cos(phase),
+                np.sin(phase),
+            ],
+            axis=1,
+        )
+        critic = np.concatenate([policy, rotate_to_body(self.qpos[:, 3:7], self.qvel[:, 0:3])], 1)
+        return {POLICY: policy, CRITIC: critic}
+
+    def _raw_reward_terms(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> dict[str, np.ndarray]:
+        terms = self._tracking_rewards(lin_vel, ang_vel)
+        for term in self.spec.reward_terms:
+            if term not in terms:
+                terms[term] = getattr(self, f"_term_{term}")(lin_vel, ang_vel)
+        return terms
+
+    def _compute_terminated(self) -> np.ndarray:
+        tilted = up_z(self.qpos[:, 3:7]) <= self._min_up_z
+        return tilted | (self.qpos[:, 2] < self._min_base_height)
+
+    def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
+        n = env_ids.size
+        qpos = np.tile(self.robot.home_qpos, (n, 1))
+        yaw = rng.uniform(-np.pi, np.pi, n)
+        qpos[:, 3] = np.cos(0.5 * yaw)
+        qpos[:, 6] = np.sin(0.5 * yaw)
+        noise = self._reset_joint_noise
+        qpos[:, self._qpos_adr] += rng.uniform(-noise, noise, (n, self._qpos_adr.size))
+        self.qpos[env_ids] = qpos
+        self.qvel[env_ids] = 0.0
+        self._feet_air_time[env_ids] = 0.0
+        self._feet_contact[env_ids] = True
+        self._reset_commands(env_ids, rng)
+
+    def _task_buffers(self) -> dict[str, np.ndarray]:
+        return {
+            **super()._task_buffers(),
+            "feet_air_time": self._feet_air_time,
+            "feet_contact": self._feet_contact,
+        }
+
+    # ------------------------------------------------------------------ reward terms
+
+    def _term_lin_vel_z(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return np.square(lin_vel[:, 2])
+
+    def _term_ang_vel_xy(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return np.sum(np.square(ang_vel[:, :2]), axis=1)
+
+    def _term_orientation(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        gravity = rotate_to_body(self._xquat[:, self._upright_body], GRAVITY_DIR)
+        return np.sum(np.square(gravity[:, :2]), axis=1)
+
+    def _term_base_height(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return np.square(self.qpos[:, 2] - self._base_height_target)
+
+    def _term_torques(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return np.sum(np.square(self._actuator_force), axis=1)
+
+    def _term_action_rate(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return self._action_rate()
+
+    def _term_feet_air_time(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        touchdown = self._touchdown_air_time > 0.0
+        gain = np.sum((self._touchdown_air_time - self._air_time_target) * touchdown, axis=1)
+        moving = np.linalg.norm(self._tracked_command[:, :2], axis=1) > _MOVING_COMMAND
+        return gain * moving
+
+    def _term_feet_slip(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return np.sum(self._feet_speed_sq * self._feet_contact, axis=1)
+
+    def _term_dof_pos_limits(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        q = self.qpos[:, self._qpos_adr]
+        limits = self.robot.soft_joint_limits
+        below = np.clip(limits[:, 0] - q, 0.0, None)
+        above = np.clip(q - limits[:, 1], 0.0, None)
+        return np.sum(below + above, axis=1)

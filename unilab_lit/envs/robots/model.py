@@ -1,0 +1,230 @@
+"""The actuated robot model: a Unitree MJCF plus motors, a floor, an IMU, foot sites and "home".
+
+The MJCF files carry bodies, joints and meshes only. :func:`build_robot` adds, with
+``mujoco.MjSpec``, what a task needs: a position actuator per joint with the stiffness,
+damping, armature and effort limit of the motor that drives it (Unitree's rotor inertias and
+gear ratios, a 10 Hz natural frequency and a damping ratio of 2, as mjlab sizes them), a floor,
+a gyro on the base, one site per foot and the standing keyframe ``home``. Robot geoms touch the
+floor only (no self-collision), which keeps the contact solver cheap on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from unilab_lit.envs.robots.assets import RobotModelError, how_to_get, model_file
+
+_NATURAL_FREQ = 2.0 * math.pi * 10.0  # rad/s
+_DAMPING_RATIO = 2.0
+# Soft joint limits (the joint-limit penalty's bounds): this fraction of each range, centred.
+SOFT_LIMIT_FACTOR = 0.9
+FLOOR = "floor"
+IMU_SITE = "unilab_imu"
+GYRO_SENSOR = "unilab_gyro"
+
+
+@dataclass(frozen=True)
+class Motor:
+    """A joint motor: reflected rotor inertia (kg m^2) and peak torque (N m)."""
+
+    armature: float
+    effort_limit: float
+
+    @property
+    def stiffness(self) -> float:
+        return self.armature * _NATURAL_FREQ**2
+
+    @property
+    def damping(self) -> float:
+        return 2.0 * _DAMPING_RATIO * self.armature * _NATURAL_FREQ
+
+    def doubled(self) -> Motor:
+        """Two of these motors driving one joint through a linkage (ankles, waist pitch/roll)."""
+        return Motor(2.0 * self.armature, 2.0 * self.effort_limit)
+
+
+def two_stage_planetary(rotor_inertias: Sequence[float], gears: Sequence[float]) -> float:
+    """Reflected inertia of a rotor and two planetary stages of ratios ``gears`` (g1, g2)."""
+    rotor, stage1, stage2 = rotor_inertias
+    g1, g2 = gears
+    return rotor * (g1 * g2) ** 2 + stage1 * g2**2 + stage2
+
+
+@dataclass(frozen=True)
+class RobotDescription:
+    """What :func:`build_robot` needs to know of one robot.
+
+    Args:
+        folder: Menagerie folder name (``unitree_go1``), which names the MJCF file too.
+        base_body: The floating base.
+        motors: ``(joint-name regex, motor)`` pairs; the first match drives a joint.
+        home_base_height: Base height (m) of the standing keyframe.
+        home_joints: ``(joint-name regex, angle)`` pairs of the keyframe; other joints at 0.
+        feet: ``(body, site position in that body)`` per foot: where foot height is read.
+        timestep: Physics timestep (s).
+    """
+
+    folder: str
+    base_body: str
+    motors: tuple[tuple[str, Motor], ...]
+    home_base_height: float
+    home_joints: tuple[tuple[str, float], ...]
+    feet: tuple[tuple[str, tuple[float, float, float]], ...]
+    timestep: float
+
+
+@dataclass(frozen=True)
+class RobotModel:
+    """The compiled model and what a task and a deployment need to know about it.
+
+    Per-joint arrays are in actuator order, which is the order of ``joint_names`` and of the
+    task's actions.
+    """
+
+    model: mujoco.MjModel
+    joint_names: tuple[str, ...]
+    home_qpos: np.ndarray
+    default_joint_pos: np.ndarray
+    stiffness: np.ndarray
+    damping: np.ndarray
+    armature: np.ndarray
+    effort_limit: np.ndarray
+    soft_joint_limits: np.ndarray  # [num_joints, 2]
+    joint_qpos_adr: np.ndarray
+    joint_dof_adr: np.ndarray
+    actuator_ids: np.ndarray
+    base_body_id: int
+    floor_geom_id: int
+    gyro_adr: int
+    foot_site_ids: np.ndarray
+
+
+def build_robot(robot: RobotDescription, model_dir: str | None = None) -> RobotModel:
+    """Compile ``robot`` from the fetched cache or ``model_dir``, with motors, floor and sensors.
+
+    Raises:
+        RobotModelError: If the MJCF is missing, does not parse or lacks a named joint or body.
+    """
+    path = model_file(robot.folder, model_dir)
+    try:
+        spec = mujoco.MjSpec.from_file(str(path))
+        return _compile(spec, robot)
+    except (ValueError, KeyError) as err:
+        reason = " ".join(str(err).split())
+        raise RobotModelError(
+            f"{robot.folder}: {path} is not a usable model ({reason}); {how_to_get(robot.folder)}"
+        ) from None
+
+
+def _compile(spec: mujoco.MjSpec, robot: RobotDescription) -> RobotModel:
+    # A Menagerie copy brings its own actuators and keyframes; ours replace them.
+    for element in [*spec.actuators, *spec.keys]:
+        spec.delete(element)
+    spec.option.timestep = robot.timestep
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    for geom in spec.geoms:
+        if geom.contype or geom.conaffinity:
+            geom.contype, geom.conaffinity = 0, 1
+    _add_floor(spec)
+    base = spec.body(robot.base_body)
+    if base is None:
+        raise KeyError(f"no body {robot.base_body!r}")
+    base.add_site(name=IMU_SITE)
+    spec.add_sensor(
+        name=GYRO_SENSOR,
+        type=mujoco.mjtSensor.mjSENS_GYRO,
+        objtype=mujoco.mjtObj.mjOBJ_SITE,
+        objname=IMU_SITE,
+    )
+    for body_name, position in robot.feet:
+        body = spec.body(body_name)
+        if body is None:
+            raise KeyError(f"no foot body {body_name!r}")
+        body.add_site(name=f"unilab_foot_{body_name}", pos=list(position))
+
+    hinges = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_HINGE]
+    names = tuple(j.name for j in hinges)
+    motors = [_motor_of(name, robot.motors) for name in names]
+    for joint, motor in zip(hinges, motors, strict=True):
+        joint.armature = motor.armature
+        actuator = spec.add_actuator(
+            name=joint.name, target=joint.name, trntype=mujoco.mjtTrn.mjTRN_JOINT
+        )
+        actuator.set_to_position(kp=motor.stiffness, kv=motor.damping)
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-motor.effort_limit, motor.effort_limit]
+
+    model = spec.compile()
+    joint_ids = np.array([model.joint(name).id for name in names])
+    default = np.array([_home_angle(name, robot.home_joints) for name in names])
+    home = np.concatenate([[0.0, 0.0, robot.home_base_height, 1.0, 0.0, 0.0, 0.0], default])
+    if home.size != model.nq:
+        raise KeyError(f"expected a free base and {len(names)} hinges, got nq={model.nq}")
+    spec.add_key(name="home", qpos=home.tolist(), ctrl=default.tolist())
+    model = spec.compile()
+
+    ranges = model.jnt_range[joint_ids]
+    middle, half = ranges.mean(axis=1), 0.5 * (ranges[:, 1] - ranges[:, 0]) * SOFT_LIMIT_FACTOR
+    return RobotModel(
+        model=model,
+        joint_names=names,
+        home_qpos=home,
+        default_joint_pos=default,
+        stiffness=np.array([m.stiffness for m in motors]),
+        damping=np.array([m.damping for m in motors]),
+        armature=np.array([m.armature for m in motors]),
+        effort_limit=np.array([m.effort_limit for m in motors]),
+        soft_joint_limits=np.stack([middle - half, middle + half], axis=1),
+        joint_qpos_adr=model.jnt_qposadr[joint_ids].copy(),
+        joint_dof_adr=model.jnt_dofadr[joint_ids].copy(),
+        actuator_ids=np.array([model.actuator(name).id for name in names]),
+        base_body_id=model.body(robot.base_body).id,
+        floor_geom_id=model.geom(FLOOR).id,
+        gyro_adr=int(model.sensor_adr[model.sensor(GYRO_SENSOR).id]),
+        foot_site_ids=np.array([model.site(f"unilab_foot_{b}").id for b, _ in robot.feet]),
+    )
+
+
+def _add_floor(spec: mujoco.MjSpec) -> None:
+    spec.add_texture(
+        name="unilab_grid",
+        type=mujoco.mjtTexture.mjTEXTURE_2D,
+        builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        rgb1=[0.2, 0.3, 0.4],
+        rgb2=[0.1, 0.2, 0.3],
+        width=300,
+        height=300,
+    )
+    material = spec.add_material(name="unilab_grid", texrepeat=[5, 5], reflectance=0.1)
+    material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "unilab_grid"
+    spec.worldbody.add_geom(
+        name=FLOOR,
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[0.0, 0.0, 0.05],
+        material="unilab_grid",
+        contype=1,
+        conaffinity=1,
+    )
+    spec.worldbody.add_light(
+        pos=[0.0, 0.0, 3.0], dir=[0.0, 0.0, -1.0], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
+    )
+
+
+def _motor_of(joint: str, motors: Sequence[tuple[str, Motor]]) -> Motor:
+    for pattern, motor in motors:
+        if re.fullmatch(pattern, joint):
+            return motor
+    raise KeyError(f"no motor for joint {joint!r}")
+
+
+def _home_angle(joint: str, angles: Sequence[tuple[str, float]]) -> float:
+    for pattern, angle in angles:
+        if re.fullmatch(pattern, joint):
+            return angle
+    return 0.0
