@@ -36,7 +36,11 @@ JOINT_NAMES = tuple(
 )
 """The joints in action order (the model's actuator order)."""
 # Abduction turns about x, so a reflection through the x-z plane flips its sign.
-_LEGS = joint_mirror(JOINT_NAMES, [("FR_", "FL_"), ("RR_", "RL_")], negate=["abduction"])
+_LEGS = joint_mirror(
+    JOINT_NAMES,
+    [("FR_", "FL_"), ("RR_", "RL_")],
+    flip=[name.endswith("abduction") for name in JOINT_NAMES],
+)
 _POLICY_MIRROR = Mirror.concat(
     [Mirror.axial(), Mirror.vector(), Mirror.signs(1, -1, -1), _LEGS, _LEGS, _LEGS]
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import mujoco
 import numpy as np
 
 
@@ -90,14 +91,14 @@ class Mirror:
 
 
 def joint_mirror(
-    names: Sequence[str], sides: Sequence[tuple[str, str]], negate: Sequence[str]
+    names: Sequence[str], sides: Sequence[tuple[str, str]], flip: Sequence[bool]
 ) -> Mirror:
     """The mirror of per-joint channels (positions, velocities, actions) of joints ``names``.
 
     Each joint swaps with its twin, whose name has the other token of a pair in ``sides``
     (``("left_", "right_")``, or ``("FR_", "FL_")`` and ``("RR_", "RL_")``); a joint with no
-    side token (a waist joint) stays. A joint whose name contains any of ``negate`` (axes along
-    x or z under a y reflection: roll, yaw, abduction) changes sign.
+    side token (a waist joint) stays. A joint with ``flip`` set (an axis along x or z under a
+    y reflection: roll, yaw, abduction; see :func:`axis_flips`) changes sign.
 
     Raises:
         ValueError: If a joint's twin is not among ``names``.
@@ -116,8 +117,14 @@ def joint_mirror(
         if twin not in position:
             raise ValueError(f"joint {name!r} has no mirror twin {twin!r} among {list(names)}")
         index.append(position[twin])
-    sign = [-1.0 if any(token in name for token in negate) else 1.0 for name in names]
-    return Mirror(tuple(index), tuple(sign))
+    return Mirror(tuple(index), tuple(-1.0 if f else 1.0 for f in flip))
+
+
+def axis_flips(model: mujoco.MjModel, names: Sequence[str]) -> list[bool]:
+    """For each hinge joint of ``names``: whether a reflection through the x-z plane flips its
+    angle, i.e. whether its axis (in its body's frame) lies mostly along x or z."""
+    axes = model.jnt_axis[[model.joint(name).id for name in names]]
+    return [bool(i != 1) for i in np.argmax(np.abs(axes), axis=1)]
 
 
 @dataclass(frozen=True)
