@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from unilab_lit.envs import make_env
-from unilab_lit.envs.quadruped import MIRROR, QuadrupedJoystick
+from unilab_lit.envs.quadruped import JOINT_NAMES, MIRROR, QuadrupedJoystick
 from unilab_lit.envs.spec import CRITIC, POLICY
-from unilab_lit.envs.symmetry import Mirror
+from unilab_lit.envs.symmetry import Mirror, axis_flips, joint_mirror
 
 LEG_SWAP = [3, 4, 5, 0, 1, 2, 9, 10, 11, 6, 7, 8]
 ABDUCTION_SIGN = np.array([-1.0, 1.0, 1.0] * 4)
@@ -50,6 +50,30 @@ def test_mirroring_twice_gives_the_input_back(mirror):
 def test_a_mirror_that_is_not_a_signed_involution_is_refused(index, sign, match):
     with pytest.raises(ValueError, match=match):
         Mirror(index, sign)
+
+
+def test_joint_mirror_swaps_twins_by_name_and_negates_roll_and_yaw_axes():
+    names = [
+        "left_hip_roll",
+        "left_knee",
+        "waist_yaw",
+        "waist_pitch",
+        "right_hip_roll",
+        "right_knee",
+    ]
+    flip = [name.endswith(("roll", "yaw")) for name in names]
+    mirror = joint_mirror(names, [("left_", "right_")], flip)
+    assert mirror.index == (4, 5, 2, 3, 0, 1)
+    assert mirror.sign == (-1.0, 1.0, -1.0, 1.0, -1.0, 1.0)
+    with pytest.raises(ValueError, match="no mirror twin 'right_elbow'"):
+        joint_mirror(["left_elbow"], [("left_", "right_")], [False])
+
+
+def test_quadruped_joint_names_are_its_actuated_joints_in_action_order():
+    model = QuadrupedJoystick(1).model
+    assert tuple(model.joint(int(j)).name for j in model.actuator_trnid[:, 0]) == JOINT_NAMES
+    # Only the abduction joints turn about an axis off y: they are the ones whose sign flips.
+    assert axis_flips(model, JOINT_NAMES) == [n.endswith("abduction") for n in JOINT_NAMES]
 
 
 def test_quadruped_spec_carries_its_mirror_and_the_plain_tasks_none():

@@ -340,8 +340,9 @@ class BatchedMujocoEnv(ABC):
         """A copy of everything the next :meth:`step` depends on besides the model.
 
         That is the simulations' integration state (the ``Batch``'s ``mjSTATE_INTEGRATION``
-        rows: time, qpos, qvel, act, the solver's warm start, ctrl, ...), the episode counters
-        and the generator. A task that carries other per-env state from one step to the next
+        rows: time, qpos, qvel, act, the solver's warm start, ctrl, ...), the episode counters,
+        the generator and, with domain randomisation, each env's drawn values (the model fields
+        are rewritten from them on load) and held controls. A task that carries other per-env state from one step to the next
         must extend both methods. A collector snapshots its env with this so that a resumed
         run continues the very same episodes.
 

@@ -12,7 +12,7 @@ from unilab_lit.envs.base import Obs
 from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
 from unilab_lit.envs.spec import CRITIC, POLICY
-from unilab_lit.envs.symmetry import Mirror, MirrorSpec
+from unilab_lit.envs.symmetry import Mirror, MirrorSpec, joint_mirror
 from unilab_lit.validation import check_arg
 
 NUM_JOINTS = 12
@@ -29,11 +29,17 @@ POLICY_OBS_LAYOUT = (
     ("joint_vel", NUM_JOINTS),
     ("last_action", NUM_JOINTS),
 )
-# Joints and actuators run FR, FL, RR, RL x (abduction, flexion, knee): the mirror swaps each
-# right leg with its left twin; abduction turns about x, so its sign flips.
-_LEGS = Mirror.swap(
-    [(0, 3), (1, 4), (2, 5), (6, 9), (7, 10), (8, 11)],
-    [-1.0, 1.0, 1.0] * 4,
+JOINT_NAMES = tuple(
+    f"{leg}_{joint}"
+    for leg in ("FR", "FL", "RR", "RL")
+    for joint in ("abduction", "flexion", "knee")
+)
+"""The joints in action order (the model's actuator order)."""
+# Abduction turns about x, so a reflection through the x-z plane flips its sign.
+_LEGS = joint_mirror(
+    JOINT_NAMES,
+    [("FR_", "FL_"), ("RR_", "RL_")],
+    flip=[name.endswith("abduction") for name in JOINT_NAMES],
 )
 _POLICY_MIRROR = Mirror.concat(
     [Mirror.axial(), Mirror.vector(), Mirror.signs(1, -1, -1), _LEGS, _LEGS, _LEGS]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import mujoco
 import numpy as np
 
 
@@ -77,14 +78,6 @@ class Mirror:
         return cls.signs(-1, 1, -1)
 
     @classmethod
-    def swap(cls, pairs: Sequence[tuple[int, int]], sign: Sequence[float]) -> Mirror:
-        """Channels swapped in ``pairs`` (the others stay), then multiplied by ``sign``."""
-        index = list(range(len(sign)))
-        for a, b in pairs:
-            index[a], index[b] = b, a
-        return cls(tuple(index), tuple(float(s) for s in sign))
-
-    @classmethod
     def concat(cls, parts: Sequence[Mirror]) -> Mirror:
         """The mirror of the concatenation of the parts' channels, in order."""
         index: list[int] = []
@@ -95,6 +88,43 @@ class Mirror:
             sign.extend(part.sign)
             offset += part.size
         return cls(tuple(index), tuple(sign))
+
+
+def joint_mirror(
+    names: Sequence[str], sides: Sequence[tuple[str, str]], flip: Sequence[bool]
+) -> Mirror:
+    """The mirror of per-joint channels (positions, velocities, actions) of joints ``names``.
+
+    Each joint swaps with its twin, whose name has the other token of a pair in ``sides``
+    (``("left_", "right_")``, or ``("FR_", "FL_")`` and ``("RR_", "RL_")``); a joint with no
+    side token (a waist joint) stays. A joint with ``flip`` set (an axis along x or z under a
+    y reflection: roll, yaw, abduction; see :func:`axis_flips`) changes sign.
+
+    Raises:
+        ValueError: If a joint's twin is not among ``names``.
+    """
+    position = {name: i for i, name in enumerate(names)}
+    index = []
+    for name in names:
+        twin = name
+        for a, b in sides:
+            if a in name:
+                twin = name.replace(a, b)
+                break
+            if b in name:
+                twin = name.replace(b, a)
+                break
+        if twin not in position:
+            raise ValueError(f"joint {name!r} has no mirror twin {twin!r} among {list(names)}")
+        index.append(position[twin])
+    return Mirror(tuple(index), tuple(-1.0 if f else 1.0 for f in flip))
+
+
+def axis_flips(model: mujoco.MjModel, names: Sequence[str]) -> list[bool]:
+    """For each hinge joint of ``names``: whether a reflection through the x-z plane flips its
+    angle, i.e. whether its axis (in its body's frame) lies mostly along x or z."""
+    axes = model.jnt_axis[[model.joint(name).id for name in names]]
+    return [bool(i != 1) for i in np.argmax(np.abs(axes), axis=1)]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, u
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
 from unilab_lit.envs.robots.model import RobotDescription, RobotModel, build_robot
 from unilab_lit.envs.spec import CRITIC, POLICY
-from unilab_lit.envs.symmetry import Mirror, MirrorSpec
+from unilab_lit.envs.symmetry import Mirror, MirrorSpec, axis_flips, joint_mirror
 from unilab_lit.validation import check_arg
 
 # Commands slower than this (m/s) ask to stand: no reward for lifting feet then.
@@ -52,25 +52,9 @@ _MOVING_COMMAND = 0.1
 _SIDES = (("left_", "right_"), ("FL_", "FR_"), ("RL_", "RR_"))
 
 
-def joint_mirror(robot: RobotModel) -> Mirror:
-    """The left-right mirror of per-joint vectors in action order.
-
-    Each joint swaps with its twin (``left_``/``right_``, ``FL_``/``FR_``, ``RL_``/``RR_``);
-    a joint whose axis is mostly along x or z (abduction, roll, yaw) changes sign.
-    """
-    names = list(robot.joint_names)
-    pairs = []
-    for i, name in enumerate(names):
-        for left, right in _SIDES:
-            if name.startswith(left):
-                pairs.append((i, names.index(right + name[len(left) :])))
-    axes = robot.model.jnt_axis[[robot.model.joint(n).id for n in names]]
-    signs = np.where(np.argmax(np.abs(axes), axis=1) == 1, 1.0, -1.0)
-    return Mirror.swap(pairs, signs.tolist())
-
-
 def _mirror(robot: RobotModel, phases: int) -> MirrorSpec:
-    joints = joint_mirror(robot)
+    names = robot.joint_names
+    joints = joint_mirror(names, _SIDES, axis_flips(robot.model, names))
     # Left and right legs swap, which is the gait clock half a cycle on: every channel flips.
     policy = Mirror.concat(
         [

@@ -7,12 +7,12 @@ import torch
 
 from tests.algos.offpolicy_batches import DC, DP, A, RandomBatches, build, loader, make_trainer
 from tests.collector_fits import collector_trainer
+from tests.envs.test_randomization import ALL
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import OffPolicyOptions
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
-from unilab_lit.envs.randomization import DomainRandomization
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.symmetry import Mirror, MirrorSpec
 from unilab_lit.envs.task_spec import TaskSpec
@@ -22,7 +22,7 @@ from unilab_lit.envs.task_spec import TaskSpec
 SPEC = MirrorSpec(
     policy_obs=Mirror.vector(),
     critic_obs=Mirror.concat([Mirror.axial(), Mirror.signs(1)]),
-    actions=Mirror.swap([(0, 1)], [1.0, 1.0]),
+    actions=Mirror((1, 0), (1.0, 1.0)),
 )
 ROWS, UPDATES = 16, 2
 
@@ -86,16 +86,8 @@ def test_a_mirror_of_other_sizes_is_refused():
 
 
 def test_fast_sac_fits_the_randomised_quadruped_with_symmetry_from_its_env_spec(one_torch_thread):
-    randomization = DomainRandomization(
-        friction_range=(0.5, 1.0),
-        base_mass_offset_range=(-0.5, 0.5),
-        motor_strength_range=(0.9, 1.1),
-        push_interval_s=0.1,
-        push_velocity=0.3,
-        obs_noise={"joint_vel": 0.5},
-        action_delay_probability=0.5,
-    )
-    task = TaskSpec("QuadrupedJoystick", {"max_episode_steps": 20, "randomization": randomization})
+    # Every randomisation option on.
+    task = TaskSpec("QuadrupedJoystick", {"max_episode_steps": 20, "randomization": ALL})
     data = ReplayDataModule(
         CollectorOptions(task, 2, learner_torch_threads=1),
         batch_size=8,
