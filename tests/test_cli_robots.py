@@ -15,7 +15,8 @@ from tests.test_cli_offpolicy import SMOKE_OVERRIDES as OFFPOLICY_OVERRIDES
     ("config", "overrides"),
     [
         ("configs/appo_go1.yaml", APPO_OVERRIDES),
-        ("configs/appo_go1_gpu.yaml", APPO_OVERRIDES),
+        # Same task and overrides as appo_go1.yaml; only the (overridden) sizes differ.
+        pytest.param("configs/appo_go1_gpu.yaml", APPO_OVERRIDES, marks=pytest.mark.slow),
         ("configs/fast_sac_g1.yaml", OFFPOLICY_OVERRIDES),
     ],
 )
