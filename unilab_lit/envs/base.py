@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 from mujoco import batch as mj_batch
 
+from unilab_lit.envs.deployment import actuator_metadata
 from unilab_lit.envs.episodes import EpisodeTotals, columns
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets, Randomizer
 from unilab_lit.envs.render import CachedFrameRenderer
@@ -423,55 +424,12 @@ class BatchedMujocoEnv(ABC):
         return self._frames.render(env_ids, width, height, camera)
 
     def deployment_metadata(self) -> dict[str, Any]:
-        """What a deployment script needs besides the policy, as JSON values (export writes it).
-
-        Derived from the model, per actuator in action order: ``joint_names`` (the actuated
-        joint, or the actuator's name when it drives no joint), ``default_joint_pos`` (the
-        joint's position in the ``home`` keyframe, else in ``qpos0``), the action map
-        ``action_offset`` / ``action_scale`` (``ctrl = action_offset + action_scale * action``,
-        see :meth:`_action_map`), ``actuator_kp`` / ``actuator_kd`` (the PD gains of a position
-        actuator, ``null`` for other kinds), ``effort_limit`` (``null`` when unlimited); and
-        ``observation_layout``, the ``name``, ``start`` and ``stop`` of each term of the policy
-        observation. A task extends it with anything else its deployment needs.
-        """
-        model = self._model
-        keyframe = next((k for k in range(model.nkey) if model.key(k).name == "home"), None)
-        qpos = model.qpos0 if keyframe is None else model.key(keyframe).qpos
-        names: list[str] = []
-        default_pos: list[float | None] = []
-        kp: list[float | None] = []
-        kd: list[float | None] = []
-        for i in range(model.nu):
-            joint = int(model.actuator_trnid[i, 0])
-            drives_joint = model.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_JOINT
-            names.append(model.joint(joint).name if drives_joint else model.actuator(i).name)
-            default_pos.append(float(qpos[model.jnt_qposadr[joint]]) if drives_joint else None)
-            gain, bias = model.actuator_gainprm[i], model.actuator_biasprm[i]
-            position = (
-                model.actuator_gaintype[i] == mujoco.mjtGain.mjGAIN_FIXED
-                and model.actuator_biastype[i] == mujoco.mjtBias.mjBIAS_AFFINE
-                and bias[1] == -gain[0]
-            )
-            kp.append(float(gain[0]) if position else None)
-            kd.append(float(-bias[2]) if position else None)
+        """What a deployment script needs besides the policy, as JSON values (export writes it):
+        :func:`~unilab_lit.envs.deployment.actuator_metadata` of the model, with this task's
+        :meth:`_action_map` and policy observation layout. A task extends it with anything else
+        its deployment needs."""
         offset, scale = self._action_map()
-        limited = model.actuator_forcelimited.astype(bool)
-        return {
-            "joint_names": names,
-            "default_joint_pos": default_pos,
-            "action_offset": [float(v) for v in offset],
-            "action_scale": [float(v) for v in scale],
-            "actuator_kp": kp,
-            "actuator_kd": kd,
-            "effort_limit": [
-                float(high) if on else None
-                for on, high in zip(limited, model.actuator_forcerange[:, 1], strict=True)
-            ],
-            "observation_layout": [
-                {"name": name, "start": start, "stop": stop}
-                for name, (start, stop) in self.spec.policy_obs_slices().items()
-            ],
-        }
+        return actuator_metadata(self._model, offset, scale, self.spec.policy_obs_slices())
 
     @property
     def randomization_values(self) -> dict[str, np.ndarray]:
