@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 from tensordict import TensorDict
-from torch import nn
 
 from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
+from unilab_lit.algos.batch_mirror import BatchMirror
 from unilab_lit.algos.c51 import (
     categorical_projection,
     clipped_double_target,
@@ -22,7 +22,7 @@ from unilab_lit.algos.c51 import (
     expected_value,
 )
 from unilab_lit.algos.functional import all_finite, bootstrap_mask, mean_terms, polyak_update
-from unilab_lit.envs.symmetry import Mirror, MirrorSpec
+from unilab_lit.envs.symmetry import MirrorSpec
 from unilab_lit.nn.offpolicy_nets import TwinDistributionalCritic
 from unilab_lit.nn.policies import Activation
 from unilab_lit.telemetry import metrics
@@ -41,21 +41,6 @@ BATCH_KEYS = (
 """Keys of one replay item, a ``TensorDict`` of batch size ``[batch_size × updates_per_step]``."""
 
 _FLOAT_KEYS = ("obs", "next_obs", "actions", "reward", "critic_obs", "next_critic_obs")
-
-
-class _MirrorTensors(nn.Module):
-    """A task's :class:`MirrorSpec` as index and sign buffers, so that it follows the device."""
-
-    def __init__(self, spec: MirrorSpec) -> None:
-        super().__init__()
-        for name in ("policy_obs", "critic_obs", "actions"):
-            mirror: Mirror = getattr(spec, name)
-            self.register_buffer(f"{name}_index", torch.tensor(mirror.index), persistent=False)
-            self.register_buffer(f"{name}_sign", torch.tensor(mirror.sign), persistent=False)
-
-    def apply(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        index, sign = getattr(self, f"{name}_index"), getattr(self, f"{name}_sign")
-        return x[..., index] * sign.to(x.dtype)
 
 
 # Optimizer indices in configure_optimizers' list; the critic's is the one Lightning counts.
@@ -206,7 +191,7 @@ class OffPolicyLearner(RLAlgorithm):
         self.register_buffer("support", support, persistent=False)
         self._update_index = 0
         self.mirror: MirrorSpec | None = None
-        self._mirrors: _MirrorTensors | None = None
+        self._mirrors: BatchMirror | None = None
         self._critic_loss_fn = self._critic_loss
         self._actor_loss_fn = self._actor_loss
 
@@ -266,7 +251,7 @@ class OffPolicyLearner(RLAlgorithm):
         self.mirror.check_sizes(
             self.obs_normalizer.size, self.critic_obs_normalizer.size, self._action_size
         )
-        self._mirrors = _MirrorTensors(self.mirror)
+        self._mirrors = BatchMirror(self.mirror)
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -286,7 +271,7 @@ class OffPolicyLearner(RLAlgorithm):
         if distributed.all_ranks(all_finite(batch, _FLOAT_KEYS)):
             self._nonfinite.passed(_steps("input batch"))
             if self._mirrors is not None:
-                batch = self._with_mirrors(batch)
+                batch = self._mirrors.interleave(batch, BATCH_KEYS)
             self._update_normalizers(batch["obs"], batch["critic_obs"])
             logged.update(self._run_updates(self._prepare(batch), iteration))
         else:
@@ -315,27 +300,6 @@ class OffPolicyLearner(RLAlgorithm):
                 "equal minibatches; the data module must deliver batch_size x updates_per_step rows"
             )
         return rows
-
-    @torch.no_grad()
-    def _with_mirrors(self, batch: TensorDict) -> TensorDict:
-        """``batch`` with each row followed by its mirror (``2 × rows`` rows)."""
-        mirrors = self._mirrors
-        mirrored = {
-            "obs": mirrors.apply("policy_obs", batch["obs"]),
-            "next_obs": mirrors.apply("policy_obs", batch["next_obs"]),
-            "critic_obs": mirrors.apply("critic_obs", batch["critic_obs"]),
-            "next_critic_obs": mirrors.apply("critic_obs", batch["next_critic_obs"]),
-            "actions": mirrors.apply("actions", batch["actions"]),
-        }
-        # Interleaved, not appended: each minibatch slice then holds its rows and their mirrors.
-        return TensorDict(
-            {
-                key: torch.stack([batch[key], mirrored.get(key, batch[key])], dim=1).flatten(0, 1)
-                for key in BATCH_KEYS
-            },
-            batch_size=[2 * batch.shape[0]],
-            device=batch.device,
-        )
 
     @torch.no_grad()
     def _prepare(self, batch: TensorDict) -> Minibatch:
