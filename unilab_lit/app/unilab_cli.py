@@ -24,7 +24,6 @@ from typing_extensions import override
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.app import export, play
 from unilab_lit.app.checkpoint_io import CheckpointWriteError
 from unilab_lit.app.cli_io import find_config
 from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
@@ -36,6 +35,7 @@ from unilab_lit.app.resume import (
     read_checkpoint,
     resolve_checkpoint,
 )
+from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
@@ -44,7 +44,6 @@ from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
-from unilab_lit.telemetry.metrics import ENV_STEPS, EVAL_MEAN_REWARD, MEAN_REWARD
 
 log = logging.getLogger(__name__)
 # Exit status of a run stopped by SIGTERM / SIGUSR1 (the shell's 128 + SIGTERM).
@@ -185,33 +184,6 @@ def _root_message(err: BaseException) -> str:
     if isinstance(err, KeyError) and err.args:
         return str(err.args[0])
     return str(err)
-
-
-def _run_summary(trainer: Trainer, wall_s: float) -> str:
-    metrics = trainer.callback_metrics
-
-    def figure(key: str, absent: str) -> str:
-        return f"{float(metrics[key]):.1f}" if key in metrics else absent
-
-    env_steps = f"{int(metrics[ENV_STEPS]):,}" if ENV_STEPS in metrics else "not counted"
-    checkpoint = trainer.checkpoint_callback
-    last = (checkpoint.last_model_path or checkpoint.best_model_path) if checkpoint else ""
-    lines = [
-        "run summary",
-        f"  iterations     {trainer.global_step:,}",
-        f"  env steps      {env_steps}",
-        f"  wall-clock     {wall_s:,.1f} s",
-        f"  Train return   {figure(MEAN_REWARD, 'no episode finished')}",
-        f"  Eval return    {figure(EVAL_MEAN_REWARD, 'not evaluated (no PolicyEvaluator)')}",
-        f"  checkpoints    {checkpoint.dirpath if checkpoint else 'none (checkpointing is off)'}",
-        f"  logs           {trainer.log_dir}",
-    ]
-    if last:
-        lines += [
-            f"  play           python -m {play.__name__} --ckpt_path {last}",
-            f"  export         python -m {export.__name__} --ckpt_path {last} --output policy.onnx",
-        ]
-    return "\n".join(lines)
 
 
 class _ConfigFile(ActionConfigFile):
@@ -375,7 +347,7 @@ class UnilabCLI(LightningCLI):
     def after_fit(self) -> None:
         """Log one summary of the run: how far it got, its returns, where it wrote, what next."""
         if self.trainer.is_global_zero:
-            log.info("%s", _run_summary(self.trainer, time.monotonic() - self._fit_began))
+            log.info("%s", run_summary(self.trainer, time.monotonic() - self._fit_began))
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load
