@@ -1,0 +1,120 @@
+"""How long the Unitree robots stand on their motors' PD alone (zero action), and with what gains.
+
+Each robot starts at its ``home`` keyframe with the PD targets there (the zero action) and runs
+3 s of physics. Printed: how far the keyframe's lowest robot geom is from the floor, how long
+the base stays within 5 cm of the keyframe height (the standing test's bound), when the base
+tilts past 60 degrees (the tasks' termination) and the height at 3 s; then the same under
+mjlab's simulation settings (0.005 s steps, 10 solver and 20 line-search iterations, feet with
+friction 0.6 and priority, every other geom frictionless). For the G1 the same with
+every leg and waist gain scaled (stiffness, effort limit and damping at the same damping ratio),
+with the ankles alone scaled, and with the leg gains of Unitree's RL deployments (hip 100, knee
+150, ankle 40 N m/rad), to show what a PD needs to hold the humanoid up.
+
+    python bench/zero_action_standing.py
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import mujoco
+import numpy as np
+
+from unilab_lit.envs.robots.g1 import G1Walk
+from unilab_lit.envs.robots.go1 import Go1Joystick
+from unilab_lit.envs.robots.legged import LeggedRobotEnv
+
+_SECONDS = 3.0
+_BAND = 0.05  # m
+_LEGS_AND_WAIST = r".*_(hip|knee|ankle)_.*|waist_.*"
+_FEET = {Go1Joystick: r"[FR][LR]_foot_collision", G1Walk: r"(left|right)_foot[1-7]_collision"}
+_UNITREE_LEG_KP = ((r".*_hip_.*", 100.0), (r".*_knee_joint", 150.0), (r".*_ankle_.*", 40.0))
+
+
+def _stand(env: LeggedRobotEnv, model: mujoco.MjModel) -> str:
+    data = mujoco.MjData(model)
+    data.qpos[:] = env.robot.home_qpos
+    data.ctrl[:] = env.default_joint_pos
+    start = float(data.qpos[2])
+    steps = round(_SECONDS / model.opt.timestep)
+    heights = np.empty(steps)
+    fell = None
+    for i in range(steps):
+        mujoco.mj_step(model, data)
+        heights[i] = data.qpos[2]
+        quat = data.qpos[3:7]
+        if fell is None and 1.0 - 2.0 * (quat[1] ** 2 + quat[2] ** 2) <= 0.5:
+            fell = (i + 1) * model.opt.timestep
+    inside = np.abs(heights - start) < _BAND
+    held = _SECONDS if inside.all() else np.argmin(inside) * model.opt.timestep
+    fell_text = "never" if fell is None else f"{fell:.2f} s"
+    return f"within 5 cm for {held:.2f} s, tilts past 60 deg: {fell_text}, z(3 s) {heights[-1]:.3f}"
+
+
+def _scaled(env: LeggedRobotEnv, kp: dict[int, float]) -> mujoco.MjModel:
+    """The model with the stiffness of actuator ``i`` set to ``kp[i]`` (same damping ratio)."""
+    model = copy.deepcopy(env.model)
+    for actuator, stiffness in kp.items():
+        factor = stiffness / model.actuator_gainprm[actuator, 0]
+        model.actuator_gainprm[actuator, 0] = stiffness
+        model.actuator_biasprm[actuator, 1] = -stiffness
+        model.actuator_biasprm[actuator, 2] *= np.sqrt(factor)
+        model.actuator_forcerange[actuator] *= max(factor, 1.0)
+    return model
+
+
+def _mjlab_settings(env: LeggedRobotEnv, feet: str) -> mujoco.MjModel:
+    model = copy.deepcopy(env.model)
+    model.opt.timestep = 0.005
+    model.opt.iterations, model.opt.ls_iterations = 10, 20
+    for geom in range(model.ngeom):
+        if geom == env.floor_geom_id or not model.geom_conaffinity[geom]:
+            continue
+        if re.fullmatch(feet, model.geom(geom).name):
+            model.geom_priority[geom] = 1
+            model.geom_friction[geom, 0] = 0.6
+        else:
+            model.geom_condim[geom] = 1
+    return model
+
+
+def _matching(env: LeggedRobotEnv, pattern: str) -> list[int]:
+    ids = env.actuator_ids
+    return [int(ids[i]) for i, name in enumerate(env.joint_names) if re.fullmatch(pattern, name)]
+
+
+def _clearance(env: LeggedRobotEnv) -> float:
+    model = env.model
+    data = mujoco.MjData(model)
+    data.qpos[:] = env.robot.home_qpos
+    mujoco.mj_forward(model, data)
+    floor = env.floor_geom_id
+    robot = [g for g in range(model.ngeom) if g != floor and model.geom_conaffinity[g]]
+    return min(mujoco.mj_geomDistance(model, data, floor, g, 1.0, None) for g in robot)
+
+
+def main() -> None:
+    for task in (Go1Joystick, G1Walk):
+        env = task(num_envs=1, reset_joint_noise=0.0)
+        name = task.__name__
+        print(
+            f"{name}: keyframe base height {env.robot.home_qpos[2]:.3f} m, lowest geom "
+            f"{100 * _clearance(env):+.1f} cm from the floor"
+        )
+        print(f"  as built: {_stand(env, env.model)}")
+        print(f"  mjlab's simulation settings: {_stand(env, _mjlab_settings(env, _FEET[task]))}")
+        if task is not G1Walk:
+            continue
+        gain = env.model.actuator_gainprm[:, 0]
+        for factor in (2, 4, 8):
+            legs = {i: factor * gain[i] for i in _matching(env, _LEGS_AND_WAIST)}
+            print(f"  legs and waist x{factor}: {_stand(env, _scaled(env, legs))}")
+        ankles = {i: 8 * gain[i] for i in _matching(env, r".*_ankle_.*")}
+        print(f"  ankles alone x8: {_stand(env, _scaled(env, ankles))}")
+        unitree = {i: kp for pattern, kp in _UNITREE_LEG_KP for i in _matching(env, pattern)}
+        print(f"  Unitree's leg gains: {_stand(env, _scaled(env, unitree))}")
+
+
+if __name__ == "__main__":
+    main()
