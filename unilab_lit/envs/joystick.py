@@ -24,6 +24,16 @@ from unilab_lit.validation import check_arg
 
 GRAVITY_DIR = np.array([0.0, 0.0, -1.0])
 TRACKING_METRICS = ("tracking_error_lin_vel", "tracking_error_ang_vel")
+# legged_gym's quadruped weights of the terms every floating-base joystick task can compute.
+LEGGED_GYM_WEIGHTS: Mapping[str, float] = {
+    "tracking_lin_vel": 1.0,
+    "tracking_ang_vel": 0.5,
+    "lin_vel_z": -2.0,
+    "ang_vel_xy": -0.05,
+    "orientation": -2.0,
+    "torques": -2e-4,
+    "action_rate": -0.01,
+}
 
 
 def rotate_to_body(quat: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -105,16 +115,27 @@ class JoystickEnv(BatchedMujocoEnv):
         randomization_targets: RandomizationTargets | None = None,
     ) -> None:
         name = type(self).__name__
-        ranges = _check_arguments(
-            name,
-            command_resample_steps=command_resample_steps,
-            lin_vel_x_range=lin_vel_x_range,
-            lin_vel_y_range=lin_vel_y_range,
-            yaw_rate_range=yaw_rate_range,
-            tracking_sigma=tracking_sigma,
-            reward_weights=reward_weights,
-            valid_terms=self.DEFAULT_REWARD_WEIGHTS,
+        check_arg(
+            command_resample_steps >= 1,
+            f"{name}: command_resample_steps",
+            command_resample_steps,
+            ">= 1",
         )
+        ranges = {
+            "lin_vel_x_range": lin_vel_x_range,
+            "lin_vel_y_range": lin_vel_y_range,
+            "yaw_rate_range": yaw_rate_range,
+        }
+        for arg, (low, high) in ranges.items():
+            if not low <= high:
+                raise ValueError(f"{name}: {arg} must have low <= high, got {(low, high)}")
+        check_arg(tracking_sigma > 0, f"{name}: tracking_sigma", tracking_sigma, "> 0")
+        unknown = set(reward_weights or {}) - set(self.DEFAULT_REWARD_WEIGHTS)
+        if unknown:
+            raise ValueError(
+                f"{name}: reward_weights names unknown terms {sorted(unknown)}; "
+                f"valid terms: {list(self.DEFAULT_REWARD_WEIGHTS)}"
+            )
         super().__init__(
             model,
             num_envs,
@@ -133,8 +154,8 @@ class JoystickEnv(BatchedMujocoEnv):
             randomization_targets=randomization_targets,
         )
         self._command_resample_steps = command_resample_steps
-        self._command_low = np.array([low for low, _ in ranges])
-        self._command_high = np.array([high for _, high in ranges])
+        self._command_low = np.array([low for low, _ in ranges.values()])
+        self._command_high = np.array([high for _, high in ranges.values()])
         self._tracking_sigma = tracking_sigma
         weights = {**self.DEFAULT_REWARD_WEIGHTS, **(reward_weights or {})}
         dt = self.spec.control_dt
@@ -242,39 +263,3 @@ class JoystickEnv(BatchedMujocoEnv):
             self._command_low, self._command_high, (env_ids.size, 3)
         )
         self._command_age[env_ids] = 0
-
-
-def _check_arguments(
-    name: str,
-    *,
-    command_resample_steps: int,
-    lin_vel_x_range: tuple[float, float],
-    lin_vel_y_range: tuple[float, float],
-    yaw_rate_range: tuple[float, float],
-    tracking_sigma: float,
-    reward_weights: Mapping[str, float] | None,
-    valid_terms: Mapping[str, float],
-) -> list[tuple[float, float]]:
-    """Check the command and reward arguments of task ``name``; return the three ranges."""
-    check_arg(
-        command_resample_steps >= 1,
-        f"{name}: command_resample_steps",
-        command_resample_steps,
-        ">= 1",
-    )
-    ranges = {
-        "lin_vel_x_range": lin_vel_x_range,
-        "lin_vel_y_range": lin_vel_y_range,
-        "yaw_rate_range": yaw_rate_range,
-    }
-    for arg, (low, high) in ranges.items():
-        if not low <= high:
-            raise ValueError(f"{name}: {arg} must have low <= high, got {(low, high)}")
-    check_arg(tracking_sigma > 0, f"{name}: tracking_sigma", tracking_sigma, "> 0")
-    unknown = set(reward_weights or {}) - set(valid_terms)
-    if unknown:
-        raise ValueError(
-            f"{name}: reward_weights names unknown terms {sorted(unknown)}; "
-            f"valid terms: {list(valid_terms)}"
-        )
-    return [tuple(r) for r in ranges.values()]

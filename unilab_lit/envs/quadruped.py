@@ -9,7 +9,13 @@ import mujoco
 import numpy as np
 
 from unilab_lit.envs.base import Obs
-from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
+from unilab_lit.envs.joystick import (
+    GRAVITY_DIR,
+    LEGGED_GYM_WEIGHTS,
+    JoystickEnv,
+    rotate_to_body,
+    up_z,
+)
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.symmetry import Mirror, MirrorSpec, joint_mirror
@@ -51,15 +57,7 @@ MIRROR = MirrorSpec(
 )
 """The task's left-right mirror: the robot, its standing pose and the rewards are symmetric."""
 
-DEFAULT_REWARD_WEIGHTS: Mapping[str, float] = {
-    "tracking_lin_vel": 1.0,
-    "tracking_ang_vel": 0.5,
-    "lin_vel_z": -2.0,
-    "ang_vel_xy": -0.05,
-    "orientation": -2.0,
-    "torques": -2e-4,
-    "action_rate": -0.01,
-}
+DEFAULT_REWARD_WEIGHTS: Mapping[str, float] = LEGGED_GYM_WEIGHTS
 
 
 class QuadrupedJoystick(JoystickEnv):

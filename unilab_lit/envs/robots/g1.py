@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from unilab_lit.envs.randomization import DomainRandomization
-from unilab_lit.envs.robots.legged import LeggedRobotEnv
+from unilab_lit.envs.robots.legged import LeggedRobotEnv, robot_constructor
 from unilab_lit.envs.robots.model import Motor, RobotDescription, two_stage_planetary
 
 # G1 motors: rotor and planetary-stage inertias (kg m^2), the two stage ratios, peak torque (N m).
@@ -80,47 +79,12 @@ class G1Walk(LeggedRobotEnv):
     FOOT_CONTACT_HEIGHT = 0.01
     DEFAULT_REWARD_WEIGHTS = DEFAULT_REWARD_WEIGHTS
 
-    def __init__(
-        self,
-        num_envs: int,
-        *,
-        seed: int = 0,
-        num_threads: int = 1,
-        model_dir: str | None = None,
-        max_episode_steps: int = 1000,
-        action_scale_factor: float = 0.25,
-        command_resample_steps: int = 500,
-        lin_vel_x_range: tuple[float, float] = (-0.5, 1.0),
-        lin_vel_y_range: tuple[float, float] = (-0.5, 0.5),
-        yaw_rate_range: tuple[float, float] = (-1.0, 1.0),
-        tracking_sigma: float = 0.25,
-        reward_weights: Mapping[str, float] | None = None,
-        reset_joint_noise: float = 0.05,
-        gait_frequency: float = 1.25,
-        feet_air_time_target: float = 0.4,
-        base_height_target: float = 0.75,
-        min_base_height: float = 0.45,
-        max_tilt_deg: float = 60.0,
-        randomization: DomainRandomization | None = None,
-    ) -> None:
-        super().__init__(
-            num_envs,
-            seed=seed,
-            num_threads=num_threads,
-            model_dir=model_dir,
-            max_episode_steps=max_episode_steps,
-            action_scale_factor=action_scale_factor,
-            command_resample_steps=command_resample_steps,
-            lin_vel_x_range=lin_vel_x_range,
-            lin_vel_y_range=lin_vel_y_range,
-            yaw_rate_range=yaw_rate_range,
-            tracking_sigma=tracking_sigma,
-            reward_weights=reward_weights,
-            reset_joint_noise=reset_joint_noise,
-            gait_frequency=gait_frequency,
-            feet_air_time_target=feet_air_time_target,
-            base_height_target=base_height_target,
-            min_base_height=min_base_height,
-            max_tilt_deg=max_tilt_deg,
-            randomization=randomization,
-        )
+    __init__ = robot_constructor(
+        action_scale_factor=0.25,
+        lin_vel_x_range=(-0.5, 1.0),
+        reset_joint_noise=0.05,
+        gait_frequency=1.25,
+        feet_air_time_target=0.4,
+        base_height_target=0.75,
+        min_base_height=0.45,
+    )

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from unilab_lit.envs.randomization import DomainRandomization
-from unilab_lit.envs.robots.legged import LeggedRobotEnv
+from unilab_lit.envs.joystick import LEGGED_GYM_WEIGHTS
+from unilab_lit.envs.robots.legged import LeggedRobotEnv, robot_constructor
 from unilab_lit.envs.robots.model import Motor, RobotDescription
 
 # Go1 motors: one rotor (inertia 1.11842e-4 kg m^2) behind a 6:1 gearbox at hip and thigh and
@@ -34,13 +34,7 @@ GO1 = RobotDescription(
 )
 
 DEFAULT_REWARD_WEIGHTS: Mapping[str, float] = {
-    "tracking_lin_vel": 1.0,
-    "tracking_ang_vel": 0.5,
-    "lin_vel_z": -2.0,
-    "ang_vel_xy": -0.05,
-    "orientation": -2.0,
-    "torques": -2e-4,
-    "action_rate": -0.01,
+    **LEGGED_GYM_WEIGHTS,
     "feet_air_time": 1.0,
     "dof_pos_limits": -10.0,
 }
@@ -67,47 +61,12 @@ class Go1Joystick(LeggedRobotEnv):
     FOOT_CONTACT_HEIGHT = 0.03
     DEFAULT_REWARD_WEIGHTS = DEFAULT_REWARD_WEIGHTS
 
-    def __init__(
-        self,
-        num_envs: int,
-        *,
-        seed: int = 0,
-        num_threads: int = 1,
-        model_dir: str | None = None,
-        max_episode_steps: int = 1000,
-        action_scale_factor: float = 0.5,
-        command_resample_steps: int = 500,
-        lin_vel_x_range: tuple[float, float] = (-1.0, 1.0),
-        lin_vel_y_range: tuple[float, float] = (-0.5, 0.5),
-        yaw_rate_range: tuple[float, float] = (-1.0, 1.0),
-        tracking_sigma: float = 0.25,
-        reward_weights: Mapping[str, float] | None = None,
-        reset_joint_noise: float = 0.1,
-        gait_frequency: float = 2.0,
-        feet_air_time_target: float = 0.2,
-        base_height_target: float = 0.27,
-        min_base_height: float = 0.0,
-        max_tilt_deg: float = 60.0,
-        randomization: DomainRandomization | None = None,
-    ) -> None:
-        super().__init__(
-            num_envs,
-            seed=seed,
-            num_threads=num_threads,
-            model_dir=model_dir,
-            max_episode_steps=max_episode_steps,
-            action_scale_factor=action_scale_factor,
-            command_resample_steps=command_resample_steps,
-            lin_vel_x_range=lin_vel_x_range,
-            lin_vel_y_range=lin_vel_y_range,
-            yaw_rate_range=yaw_rate_range,
-            tracking_sigma=tracking_sigma,
-            reward_weights=reward_weights,
-            reset_joint_noise=reset_joint_noise,
-            gait_frequency=gait_frequency,
-            feet_air_time_target=feet_air_time_target,
-            base_height_target=base_height_target,
-            min_base_height=min_base_height,
-            max_tilt_deg=max_tilt_deg,
-            randomization=randomization,
-        )
+    __init__ = robot_constructor(
+        action_scale_factor=0.5,
+        lin_vel_x_range=(-1.0, 1.0),
+        reset_joint_noise=0.1,
+        gait_frequency=2.0,
+        feet_air_time_target=0.2,
+        base_height_target=0.27,
+        min_base_height=0.0,
+    )

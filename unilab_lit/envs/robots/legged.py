@@ -33,8 +33,10 @@ The plain attributes ``base_body_id``, ``floor_geom_id``, ``joint_names``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import ClassVar
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -103,6 +105,8 @@ class LeggedRobotEnv(JoystickEnv):
             ``joint_pos``, ``joint_vel``, ``last_action``, ``command``, ``gait_phase``) and
             one step of action delay.
 
+    The arguments without a default here get one from each robot (:func:`robot_constructor`).
+
     Raises:
         ValueError: If an argument is out of its range or a reward weight names no term.
         unilab_lit.envs.robots.assets.RobotModelError: If the model is missing or corrupt.
@@ -118,24 +122,24 @@ class LeggedRobotEnv(JoystickEnv):
         self,
         num_envs: int,
         *,
-        seed: int,
-        num_threads: int,
-        model_dir: str | None,
-        max_episode_steps: int,
+        seed: int = 0,
+        num_threads: int = 1,
+        model_dir: str | None = None,
+        max_episode_steps: int = 1000,
         action_scale_factor: float,
-        command_resample_steps: int,
+        command_resample_steps: int = 500,
         lin_vel_x_range: tuple[float, float],
-        lin_vel_y_range: tuple[float, float],
-        yaw_rate_range: tuple[float, float],
-        tracking_sigma: float,
-        reward_weights: Mapping[str, float] | None,
+        lin_vel_y_range: tuple[float, float] = (-0.5, 0.5),
+        yaw_rate_range: tuple[float, float] = (-1.0, 1.0),
+        tracking_sigma: float = 0.25,
+        reward_weights: Mapping[str, float] | None = None,
         reset_joint_noise: float,
         gait_frequency: float,
         feet_air_time_target: float,
         base_height_target: float,
         min_base_height: float,
-        max_tilt_deg: float,
-        randomization: DomainRandomization | None,
+        max_tilt_deg: float = 60.0,
+        randomization: DomainRandomization | None = None,
     ) -> None:
         name = type(self).__name__
         check_arg(
@@ -323,3 +327,27 @@ class LeggedRobotEnv(JoystickEnv):
         below = np.clip(limits[:, 0] - q, 0.0, None)
         above = np.clip(q - limits[:, 1], 0.0, None)
         return np.sum(below + above, axis=1)
+
+
+def robot_constructor(**defaults: Any) -> Callable[..., None]:
+    """:class:`LeggedRobotEnv`'s constructor with one robot's ``defaults``, for its ``__init__``.
+
+    The typed arguments are written once, on :class:`LeggedRobotEnv`, and the signature that
+    jsonargparse reads (the robot task's config schema, as ``--print_config`` shows it) carries
+    the robot's values.
+
+    Raises:
+        TypeError: If ``defaults`` names no argument of the constructor.
+    """
+    base = LeggedRobotEnv.__init__
+    unknown = sorted(set(defaults) - set(inspect.signature(base).parameters))
+    if unknown:
+        raise TypeError(f"robot_constructor: LeggedRobotEnv has no arguments {unknown}")
+    init = types.FunctionType(
+        base.__code__, base.__globals__, base.__name__, base.__defaults__, base.__closure__
+    )
+    init.__kwdefaults__ = {**(base.__kwdefaults__ or {}), **defaults}
+    init.__annotations__ = dict(base.__annotations__)
+    init.__module__ = base.__module__
+    init.__qualname__ = base.__qualname__
+    return init
