@@ -13,10 +13,11 @@ import numpy as np
 from mujoco import batch as mj_batch
 
 from unilab_lit.envs.deployment import actuator_metadata
+from unilab_lit.envs.env_state import EnvStateDict
 from unilab_lit.envs.episodes import EpisodeTotals, columns
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets, Randomizer
 from unilab_lit.envs.render import CachedFrameRenderer
-from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec, action_bounds
 from unilab_lit.envs.symmetry import MirrorSpec
 from unilab_lit.telemetry.log_limits import RateLimitFilter
 from unilab_lit.validation import check_arg
@@ -28,7 +29,7 @@ log.addFilter(RateLimitFilter())
 Obs = dict[str, np.ndarray]
 
 
-class BatchedMujocoEnv(ABC):
+class BatchedMujocoEnv(EnvStateDict, ABC):
     """A batch of ``num_envs`` simulations of one model behind a numpy step/reset contract.
 
     The base class owns everything that is the same for every task: the ``Batch``, action
@@ -112,21 +113,7 @@ class BatchedMujocoEnv(ABC):
                 f"{name}: obs_sizes must name {sorted({POLICY, CRITIC})}, "
                 f"missing {sorted(missing)} in {dict(obs_sizes)}"
             )
-        if action_low is None or action_high is None:
-            if not model.actuator_ctrllimited.all():
-                raise ValueError(
-                    f"{name}: every actuator needs a ctrlrange when action bounds are not given"
-                )
-            bounds = model.actuator_ctrlrange.astype(np.float32)
-            action_low = bounds[:, 0] if action_low is None else action_low
-            action_high = bounds[:, 1] if action_high is None else action_high
-        action_low = np.asarray(action_low, dtype=np.float32).reshape(-1)
-        action_high = np.asarray(action_high, dtype=np.float32).reshape(-1)
-        if action_low.shape != action_high.shape or not np.all(action_low < action_high):
-            raise ValueError(
-                f"{name}: action bounds must have equal shapes and low < high, "
-                f"got low={action_low}, high={action_high}"
-            )
+        action_low, action_high = action_bounds(model, action_low, action_high, name)
 
         self._model = copy.copy(model)
         self._model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET
@@ -336,77 +323,6 @@ class BatchedMujocoEnv(ABC):
             "nonfinite_resets": num_bad,
         }
         return obs, reward.astype(np.float32), terminated, truncated, info
-
-    def state_dict(self) -> dict[str, Any]:
-        """A copy of everything the next :meth:`step` depends on besides the model.
-
-        That is the simulations' integration state (the ``Batch``'s ``mjSTATE_INTEGRATION``
-        rows: time, qpos, qvel, act, the solver's warm start, ctrl, ...), the episode counters,
-        the generator and, with domain randomisation, each env's drawn values (the model fields
-        are rewritten from them on load) and held controls. A task that carries other per-env state from one step to the next
-        must extend both methods. A collector snapshots its env with this so that a resumed
-        run continues the very same episodes.
-
-        Raises:
-            RuntimeError: If ``reset`` was not called first.
-        """
-        if self._needs_reset:
-            raise RuntimeError(f"{type(self).__name__}: call reset() before state_dict()")
-        state = {
-            "physics": self.batch.state.copy(),
-            "elapsed": self._elapsed.copy(),
-            **self._episodes.state_dict(),
-            "rng": self._rng.bit_generator.state,
-        }
-        if self._randomizer is not None:
-            state["randomization"] = self._randomizer.state_dict()
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from a :meth:`state_dict` of an env of the same task and ``num_envs``.
-
-        Replaces :meth:`reset`: the next ``step`` continues the saved episodes bit for bit.
-        The caller keeps the observation that goes with the state (it is not recomputed).
-
-        Raises:
-            ValueError: If the saved arrays do not fit this env (another task or ``num_envs``).
-        """
-        expected = {
-            "physics": self.batch.state.shape,
-            "elapsed": self._elapsed.shape,
-            **self._episodes.shapes(),
-        }
-        if "metric_sums" not in state:  # saved before per-step metrics existed
-            expected.pop("metric_sums")
-        actual = {key: np.shape(state[key]) if key in state else None for key in expected}
-        randomized = self._randomizer is not None
-        if randomized != ("randomization" in state):
-            raise ValueError(
-                f"{type(self).__name__}.load_state_dict: the state was saved "
-                f"{'without' if randomized else 'with'} domain randomisation, this env runs "
-                f"{'with' if randomized else 'without'} it"
-            )
-        if randomized:
-            expected["randomization"] = self._randomizer.shapes()
-            actual["randomization"] = {
-                key: np.shape(value) for key, value in state["randomization"].items()
-            }
-        if actual != expected:
-            raise ValueError(
-                f"{type(self).__name__}.load_state_dict: saved shapes {actual} do not fit this "
-                f"env's {expected} (another task or num_envs?)"
-            )
-        self.batch.state[...] = state["physics"]
-        self._elapsed[:] = state["elapsed"]
-        self._episodes.load_state_dict(state)
-        self._rng = np.random.default_rng()
-        self._rng.bit_generator.state = state["rng"]
-        if self._randomizer is not None:
-            self._randomizer.load_state_dict(state["randomization"])
-        # Outputs (xpos, sensordata, ...) are derived from the state; hooks may read them
-        # before the first step.
-        self.batch.forward(self._all_ids)
-        self._needs_reset = False
 
     def render(
         self, env_ids: Sequence[int], width: int = 640, height: int = 480, camera: str | None = None

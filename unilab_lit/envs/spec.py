@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from unilab_lit.envs.symmetry import MirrorSpec
+
+if TYPE_CHECKING:
+    import mujoco
 
 POLICY = "policy"
 CRITIC = "critic"
@@ -90,3 +94,34 @@ class EnvSpec:
             raise RuntimeError(
                 f"{source}: observation groups {actual} do not match the spec {expected}"
             )
+
+
+def action_bounds(
+    model: mujoco.MjModel,
+    action_low: np.ndarray | None,
+    action_high: np.ndarray | None,
+    owner: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The action bounds a task gave, each ``[action_size]`` float32; a bound not given is the
+    actuators' ``ctrlrange``.
+
+    Raises:
+        ValueError: If a bound is not given and an actuator has no ``ctrlrange``, or the bounds
+            differ in shape or are not low < high; the message starts with ``owner``.
+    """
+    if action_low is None or action_high is None:
+        if not model.actuator_ctrllimited.all():
+            raise ValueError(
+                f"{owner}: every actuator needs a ctrlrange when action bounds are not given"
+            )
+        bounds = model.actuator_ctrlrange.astype(np.float32)
+        action_low = bounds[:, 0] if action_low is None else action_low
+        action_high = bounds[:, 1] if action_high is None else action_high
+    action_low = np.asarray(action_low, dtype=np.float32).reshape(-1)
+    action_high = np.asarray(action_high, dtype=np.float32).reshape(-1)
+    if action_low.shape != action_high.shape or not np.all(action_low < action_high):
+        raise ValueError(
+            f"{owner}: action bounds must have equal shapes and low < high, "
+            f"got low={action_low}, high={action_high}"
+        )
+    return action_low, action_high
