@@ -14,7 +14,7 @@ from tests.collector_fits import collector_trainer
 from tests.trace_checks import assert_well_formed, load_trace, names, tracks
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.algos.offpolicy import OffPolicyOptions
+from unilab_lit.algos.offpolicy_options import OffPolicyOptions
 from unilab_lit.collector.config import CollectorConfig
 from unilab_lit.collector.lockstep import LockstepLink
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec

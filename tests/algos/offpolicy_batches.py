@@ -13,7 +13,8 @@ from lightning.pytorch import LightningModule, Trainer
 from tensordict import TensorDict
 from torch.utils.data import DataLoader, IterableDataset
 
-from unilab_lit.algos.offpolicy import OffPolicyLearner, OffPolicyOptions
+from unilab_lit.algos.offpolicy import OffPolicyLearner
+from unilab_lit.algos.offpolicy_options import OffPolicyOptions
 
 DP, DC, A = 3, 4, 2
 SMALL = {

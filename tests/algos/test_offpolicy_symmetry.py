@@ -10,7 +10,7 @@ from tests.collector_fits import collector_trainer
 from tests.envs.test_randomization import ALL
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.algos.offpolicy import OffPolicyOptions
+from unilab_lit.algos.offpolicy_options import OffPolicyOptions
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.envs.spec import CRITIC, POLICY

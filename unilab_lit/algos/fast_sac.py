@@ -13,8 +13,8 @@ from unilab_lit.algos.offpolicy import (
     TEMPERATURE,
     Minibatch,
     OffPolicyLearner,
-    OffPolicyOptions,
 )
+from unilab_lit.algos.offpolicy_options import OffPolicyOptions
 from unilab_lit.algos.optimizers import FastSACAdamW
 from unilab_lit.nn.offpolicy_nets import SquashedGaussianActor
 from unilab_lit.nn.policies import Activation

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import torch
 from lightning.pytorch.cli import OptimizerCallable
 
-from unilab_lit.algos.offpolicy import Minibatch, OffPolicyLearner, OffPolicyOptions
+from unilab_lit.algos.offpolicy import Minibatch, OffPolicyLearner
+from unilab_lit.algos.offpolicy_options import OffPolicyOptions
 from unilab_lit.algos.optimizers import FastTD3AdamW
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
 from unilab_lit.nn.policies import Activation
