@@ -17,6 +17,7 @@ from unilab_lit.envs.randomization import DomainRandomization
 from unilab_lit.envs.robots.assets import FETCH_COMMAND
 from unilab_lit.envs.robots.g1 import G1Walk
 from unilab_lit.envs.robots.go1 import Go1Joystick
+from unilab_lit.envs.robots.legged import robot_constructor
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import list_segments
@@ -86,6 +87,22 @@ def test_builds_from_a_model_dir_copy(
     _assert_sizes(env, policy, critic, actions)
     fetched = task(num_envs=2, seed=0)
     np.testing.assert_array_equal(env.default_joint_pos, fetched.default_joint_pos)
+
+
+@pytest.mark.parametrize(
+    ("task", "defaults"),
+    [
+        (Go1Joystick, {"action_scale_factor": 0.5, "gait_frequency": 2.0, "min_base_height": 0.0}),
+        (G1Walk, {"action_scale_factor": 0.25, "gait_frequency": 1.25, "min_base_height": 0.45}),
+    ],
+)
+def test_each_robot_config_schema_carries_its_own_defaults(task, defaults):
+    # What --print_config shows and a checkpoint saves: the robot's values, not the base's.
+    init_args = TaskSpec.from_config({"class_path": task.__name__}).init_args
+    assert {key: init_args[key] for key in defaults} == defaults
+    assert init_args["yaw_rate_range"] == (-1.0, 1.0)  # a default the robots share
+    with pytest.raises(TypeError, match="no arguments \\['gait_hz'\\]"):
+        robot_constructor(gait_hz=2.0)
 
 
 @pytest.mark.parametrize(
