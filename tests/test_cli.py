@@ -137,7 +137,7 @@ def test_users_own_weight_sync_keeps_its_settings_and_only_obs_norm_sync_is_adde
     assert list_segments(os.getpid()) == []
 
 
-def _printed(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+def cli_output(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """What ``cli.py args`` prints before it exits 0 without a run (help, ``--print_config``).
 
     In this process: parsing starts nothing, and a subprocess would add only its interpreter and
@@ -152,10 +152,10 @@ def _printed(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 def test_print_config_round_trips(tmp_path, capsys):
     config = str(REPO / "configs" / "appo.yaml")
-    first = _printed(["fit", "--config", config, "--print_config"], capsys)
+    first = cli_output(["fit", "--config", config, "--print_config"], capsys)
     saved = tmp_path / "printed.yaml"
     saved.write_text(first)
-    second = _printed(["fit", "--config", str(saved), "--print_config"], capsys)
+    second = cli_output(["fit", "--config", str(saved), "--print_config"], capsys)
     assert yaml.safe_load(second) == yaml.safe_load(first)
     assert yaml.safe_load(first)["model"]["class_path"] == "unilab_lit.algos.appo.APPO"
 
@@ -232,17 +232,17 @@ def test_appo_run_output_has_no_lightning_notes_nor_repeats_and_ends_with_a_summ
 
 
 def test_model_help_names_an_algorithm_and_lists_its_options(capsys):
-    assert "--model.gamma" in _printed(["fit", "--model.help", "APPO"], capsys)
-    assert "--data.num_steps" in _printed(["fit", "--data.help", "RolloutDataModule"], capsys)
+    assert "--model.gamma" in cli_output(["fit", "--model.help", "APPO"], capsys)
+    assert "--data.num_steps" in cli_output(["fit", "--data.help", "RolloutDataModule"], capsys)
 
 
 def test_help_offers_only_fit_whose_smoke_fit_runs_and_no_optimizer_options(capsys):
-    shown = _printed(["--help"], capsys)
+    shown = cli_output(["--help"], capsys)
     assert "APPO" in shown and "RolloutDataModule" in shown
     (listed,) = re.findall(r"\{([\w,]+)\}", shown.split("\n")[0])
     # Every subcommand offered runs: fit is the only one, and the smoke fit of configs/appo.yaml
     # (test_appo_config_fit_writes_checkpoint_and_events_without_leaks) runs it through cli.py.
     assert listed.split(",") == ["fit"]
-    options = _printed(["fit", "--help"], capsys)
+    options = cli_output(["fit", "--help"], capsys)
     assert "--trainer.max_steps" in options
     assert "--optimizer" not in options and "--lr_scheduler" not in options
