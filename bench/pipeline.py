@@ -73,8 +73,8 @@ def collector_alone(cli, seconds: float) -> dict:
         spec.action_size,
     )
     ring = RolloutRing(data.ring_slots, fields)
-    # Never published: the collector normalises with mean 0 / var 1, as fit does before the
-    # first publish, so it does the same work per step.
+    # Never published (no weights to wait for, so the collector acts at once): it normalises with
+    # mean 0 / var 1, a fresh normaliser's statistics, the same work per step as fit's.
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(

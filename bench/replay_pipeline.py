@@ -82,8 +82,8 @@ def lockstep_collector(cli, **option_overrides):
     columns = replay_columns(spec.obs_sizes[POLICY], spec.obs_sizes[CRITIC], spec.action_size)
     replay = ReplayStorage(data.buffer_size * options.num_envs, columns)
     link = LockstepLink(data.batch_size * model.offpolicy.updates_per_step, replay.width)
-    # Never published: the collector normalises with mean 0 / var 1, as fit does before the
-    # first publish, so it does the same work per step.
+    # Never published (no weights to wait for, so the collector acts at once): it normalises with
+    # mean 0 / var 1, a fresh normaliser's statistics, the same work per step as fit's.
     obs_stats = SharedObsStats(spec.obs_sizes[POLICY])
     collector = CollectorProcess(
         CollectorConfig(

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from tests.test_cli import SMOKE_OVERRIDES as APPO_OVERRIDES
-from tests.test_cli import assert_smoke_fit, run_cli
+from tests.test_cli import assert_smoke_fit, cli_output
 from tests.test_cli_offpolicy import SMOKE_OVERRIDES as OFFPOLICY_OVERRIDES
 
 
@@ -26,10 +27,8 @@ def test_robot_config_fit_writes_checkpoint_and_events_without_leaks(
     assert_smoke_fit(config, overrides, tmp_path, marked_env)
 
 
-def test_g1_gpu_config_parses_with_seed_scale_sizes(robot_models, marked_env):
-    env, _ = marked_env
-    result = run_cli(["fit", "--config", "configs/fast_sac_g1_gpu.yaml", "--print_config"], env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    printed = yaml.safe_load(result.stdout)
+def test_g1_gpu_config_parses_with_seed_scale_sizes(robot_models, capsys):
+    config = str(REPO / "configs" / "fast_sac_g1_gpu.yaml")
+    printed = yaml.safe_load(cli_output(["fit", "--config", config, "--print_config"], capsys))
     assert printed["data"]["init_args"]["collector"]["task"]["class_path"] == "G1Walk"
     assert printed["data"]["init_args"]["collector"]["num_envs"] == 4096

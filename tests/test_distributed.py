@@ -4,6 +4,7 @@ single-process identities."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,18 +16,28 @@ from tests.distributed import gloo_workers
 from unilab_lit import distributed
 from unilab_lit.telemetry import metrics
 
+CASES = ["appo", "fast_td3", "fast_sac", "fast_td3+nan"]
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+
+def _free_ports() -> tuple[int, int]:
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        second.bind(("127.0.0.1", 0))
+        return first.getsockname()[1], second.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+def gloo_group(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Records of one 2-process gloo group: every collective, then each case's DDP iteration."""
     out = tmp_path_factory.mktemp("gloo")
-    mp.spawn(gloo_workers.collectives, args=(2, _free_port(), str(out)), nprocs=2, join=True)
-    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    args = (2, _free_ports(), str(out), CASES)
+    mp.spawn(gloo_workers.collectives_then_updates, args=args, nprocs=2, join=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ranks(gloo_group: Path) -> list[dict]:
+    return [torch.load(gloo_group / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
 
 
 def test_normalizer_holds_the_exact_statistics_of_every_ranks_batches(ranks):
@@ -78,19 +89,20 @@ def test_job_values_are_the_same_on_every_rank_also_one_without_episodes(ranks):
     assert ranks[0]["job"] == ranks[1]["job"] == expected
 
 
-CASES = ["appo", "fast_td3", "fast_sac", "fast_td3+nan"]
-
-
 @pytest.fixture(scope="module")
-def updates(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
-    """Each case's model state after one iteration: 2-rank DDP on A and B, one process on A∪B."""
-    out = tmp_path_factory.mktemp("updates")
-    for world in (2, 1):
-        args = (world, _free_port(), str(out), CASES)
-        mp.spawn(gloo_workers.one_update, args=args, nprocs=world, join=True)
-    return {
-        world: [torch.load(out / f"update{world}_{r}.pt") for r in range(world)] for world in (2, 1)
-    }
+def updates(gloo_group: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
+    """Each case's model state after one iteration: 2-rank DDP on A and B, one process on A∪B
+    (this one, with the workers' zero Gaussian draws and one thread)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(torch, "randn_like", gloo_workers.zero_noise)
+            single = gloo_workers.updates(1, 0, str(tmp_path_factory.mktemp("single")), CASES)
+    finally:
+        torch.set_num_threads(threads)
+    ddp = [torch.load(gloo_group / f"update2_{r}.pt") for r in (0, 1)]
+    return {2: ddp, 1: [single]}
 
 
 @pytest.mark.parametrize("algo", ["appo", "fast_td3", "fast_sac"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, EchoPolicy, spec
@@ -100,7 +101,7 @@ def test_rollouts_replay_exactly_and_pick_up_published_weights(make_rig):
     assert timing["env_steps_per_s"] > 0 and timing["weights_version"] in (0, 9)
 
 
-def test_policy_sees_obs_normalised_with_published_stats_while_ring_keeps_raw_obs(make_rig):
+def test_policy_waits_for_stats_published_after_the_weights_and_ring_keeps_raw_obs(make_rig):
     eps, clip = 1e-8, 2.0
     policy = EchoPolicy(OBS, ACT)
     rig = make_rig(
@@ -114,9 +115,12 @@ def test_policy_sees_obs_normalised_with_published_stats_while_ring_keeps_raw_ob
     )
     mean = torch.tensor([0.1, -0.5, 0.2, 0.0, 0.3], dtype=torch.float64)
     var = torch.tensor([0.01, 0.04, 0.25, 1.0, 4.0], dtype=torch.float64)
-    rig.obs_stats.publish(mean, var, 100.0)
-    # The collector waits for its first weights, so every rollout sees these statistics.
+    # Weights first, as the learner's WeightSync publishes before its ObsNormSync: the collector
+    # waits for the statistics too, so no rollout is acted with a fresh normaliser's.
     rig.weights.publish_module(policy, version=0)
+    with pytest.raises(TimeoutError, match="first publish of weights and statistics"):
+        rig.collector.wait_for(lambda: rig.ring.available() > 0, timeout=0.5)
+    rig.obs_stats.publish(mean, var, 100.0)
     (_, rollout), *_ = _read(rig, 1)
     expected = normalize(rollout["obs"], mean.float(), var.float(), eps, clip)[..., :ACT]
     torch.testing.assert_close(rollout["actions"], expected, rtol=0, atol=0)

@@ -112,7 +112,7 @@ def test_collector_waits_for_first_weights_then_stamps_their_version(make_rig):
 
     policy = ConstantGaussian(OBS, ACT)
     rig = make_rig(spec("ConstantGaussian", OBS, ACT), weights_of=policy)
-    with pytest.raises(TimeoutError, match="waiting for the learner's first weights publish"):
+    with pytest.raises(TimeoutError, match="waiting for the learner's first publish of weights"):
         rig.collector.wait_for(lambda: rig.ring.available() > 0, timeout=0.5)
     rig.weights.publish_module(policy, version=3)
     rig.collector.wait_for(lambda: rig.ring.available() > 0, timeout=60)

@@ -61,7 +61,7 @@ def collectives(rank: int, world: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def _zero_noise(like: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+def zero_noise(like: torch.Tensor, *args, **kwargs) -> torch.Tensor:
     return torch.zeros_like(like)
 
 
@@ -90,24 +90,14 @@ class _Repeat(IterableDataset):
             yield self.item.clone()
 
 
-def one_update(rank: int, world: int, port: int, out_dir: str, cases: list[str]) -> None:
+def updates(world: int, rank: int, out_dir: str, cases: list[str]) -> dict[str, dict]:
     """One iteration of each case's algorithm: under 2-rank DDP on batch A (rank 0) or B
-    (rank 1), or in one process (``world == 1``) on A∪B; saves each model's state.
+    (rank 1), or in one process (``world == 1``) on A∪B; returns each model's state.
 
-    A case ``<algo>+nan`` puts a NaN reward into rank 1's batch. Gaussian draws are zero, so
-    the per-rank noise streams cannot differ from the single process's.
+    A case ``<algo>+nan`` puts a NaN reward into rank 1's batch. The caller makes Gaussian draws
+    zero (:func:`zero_noise`), so the per-rank noise streams cannot differ from the single
+    process's.
     """
-    # What torchrun sets: Lightning then joins this group instead of launching processes.
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        WORLD_SIZE=str(world),
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        NODE_RANK="0",
-    )
-    torch.randn_like = _zero_noise
-    torch.set_num_threads(1)
     records = {}
     for case in cases:
         algo, _, poison = case.partition("+")
@@ -120,4 +110,25 @@ def one_update(rank: int, world: int, port: int, out_dir: str, cases: list[str])
         )
         trainer.fit(model, train_dataloaders=offpolicy_batches.loader(_Repeat(batch)))
         records[case] = {k: v.clone() for k, v in model.state_dict().items()}
+    return records
+
+
+def collectives_then_updates(
+    rank: int, world: int, ports: tuple[int, int], out_dir: str, cases: list[str]
+) -> None:
+    """:func:`collectives`, then :func:`updates` under DDP, saved as ``update<world>_<rank>.pt``:
+    one group of processes for both (each process start costs seconds)."""
+    collectives(rank, world, ports[0], out_dir)
+    # What torchrun sets: Lightning then joins this group instead of launching processes.
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(ports[1]),
+        WORLD_SIZE=str(world),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        NODE_RANK="0",
+    )
+    torch.randn_like = zero_noise
+    torch.set_num_threads(1)
+    records = updates(world, rank, out_dir, cases)
     torch.save(records, Path(out_dir) / f"update{world}_{rank}.pt")

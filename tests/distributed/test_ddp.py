@@ -57,10 +57,16 @@ def _identical(a: object, b: object) -> bool:
     return a == b
 
 
+# Synchronous APPO: each rank learns one rollout per iteration, the job two.
+JOB_ITERATION = 2 * NUM_ENVS * NUM_STEPS
+
+
 @pytest.fixture(scope="module")
 def appo_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """A 2-rank APPO job that its env-step budget (the job's, N iterations' worth) stops."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return _fit("appo", tmp_path_factory.mktemp("appo"), env, "--steps", str(N))
+    budget = ("--max-env-steps", str(N * JOB_ITERATION))
+    return _fit("appo", tmp_path_factory.mktemp("appo"), env, "--steps", "100", *budget)
 
 
 def test_appo_ranks_hold_identical_parameters_and_optimizer_states_after_iterations(appo_ranks):
@@ -97,13 +103,29 @@ def test_logged_env_steps_equals_sum_over_ranks(appo_ranks):
     assert rank1["logged_env_steps"] == rank0["logged_env_steps"]
 
 
-def test_evaluator_with_clips_and_monitored_checkpoints_run_on_two_ranks_logging_the_same(
-    tmp_path: Path,
-):
+def test_env_step_budget_counts_every_ranks_env_steps_and_stops_all_ranks_together(appo_ranks):
+    rank0, rank1 = appo_ranks
+    assert rank0["global_step"] == rank1["global_step"] == N  # of --steps 100
+    assert rank0["env_steps"] + rank1["env_steps"] == N * JOB_ITERATION
+
+
+EVALUATED_STEPS = 20  # enough for a metrics report of rank 0's collector (one a second)
+
+
+@pytest.fixture(scope="module")
+def evaluated_options_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    """A 2-rank job of APPO with its options (PopArt, linear rate, obs clip) and an evaluator."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    # Enough iterations for a metrics report of rank 0's collector (one a second).
-    rank0, rank1 = _fit("appo", tmp_path, env, "--steps", "20", "--evaluate")
-    assert rank0["global_step"] == rank1["global_step"] == 20
+    out = tmp_path_factory.mktemp("evaluated_options")
+    steps = ("--steps", str(EVALUATED_STEPS))
+    return out, _fit("appo_options", out, env, *steps, "--evaluate")
+
+
+def test_evaluator_with_clips_and_monitored_checkpoints_run_on_two_ranks_logging_the_same(
+    evaluated_options_run: tuple[Path, list[dict]],
+):
+    out, (rank0, rank1) = evaluated_options_run
+    assert rank0["global_step"] == rank1["global_step"] == EVALUATED_STEPS
     # The callbacks' job figures and evaluation; the losses are each rank's own.
     logged, logged1 = (
         {k: v for k, v in rank["callback_metrics"].items() if k.startswith(_JOB_PREFIXES)}
@@ -113,14 +135,15 @@ def test_evaluator_with_clips_and_monitored_checkpoints_run_on_two_ranks_logging
     # Rank 1 finished no episode of its own, yet monitors the job's mean reward as rank 0 does.
     assert metrics.MEAN_REWARD in logged and metrics.EVAL_MEAN_REWARD in logged
     for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD):
-        assert list((tmp_path / "best" / key.replace("/", "_")).glob("*.ckpt"))
-    (events,) = (tmp_path / "tb").rglob("events.out.tfevents.*")
+        assert list((out / "best" / key.replace("/", "_")).glob("*.ckpt"))
+    (events,) = (out / "tb").rglob("events.out.tfevents.*")
     assert metrics.EVAL_VIDEO.encode() in events.read_bytes()  # the clip, written by rank 0
 
 
-def test_appo_options_keep_ranks_identical_with_value_statistics_of_every_rank(tmp_path: Path):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    rank0, rank1 = _fit("appo_options", tmp_path, env, "--steps", str(N))
+def test_appo_options_keep_ranks_identical_with_value_statistics_of_every_rank(
+    evaluated_options_run: tuple[Path, list[dict]],
+):
+    _, (rank0, rank1) = evaluated_options_run
     assert _identical(rank0["state"], rank1["state"])
     assert _identical(rank0["optimizers"], rank1["optimizers"])
     state = rank0["state"]
@@ -164,19 +187,6 @@ def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(tmp_path: Path, m
     )
     assert one_rank.returncode != 0
     assert "world size 2, this job has world size 1" in one_rank.stderr
-
-
-def test_env_step_budget_counts_every_ranks_env_steps_and_stops_all_ranks_together(
-    tmp_path: Path, marked_env
-):
-    env, _ = marked_env
-    # Synchronous APPO: each rank learns one rollout per iteration, the job two.
-    job_iteration = 2 * NUM_ENVS * NUM_STEPS
-    rank0, rank1 = _fit(
-        "appo", tmp_path, env, "--steps", "100", "--max-env-steps", str(N * job_iteration)
-    )
-    assert rank0["global_step"] == rank1["global_step"] == N
-    assert rank0["env_steps"] + rank1["env_steps"] == N * job_iteration
 
 
 def _assert_job_left_nothing(pids: list[dict], mark: str) -> None:

@@ -1,8 +1,10 @@
 """Fault injection on the real ``cli.py fit``: stop signals, hard kills, bad configs and checkpoints.
 
-Every test runs ``cli.py`` as a subprocess in its own session (process group), as a terminal or a
-scheduler would, and signals the whole group. The shipped configs keep their own checkpoint
-cadence (``every_n_train_steps`` 100 for APPO, 2000 for FastSAC); only sizes are shrunk.
+Every run that trains is ``cli.py`` as a subprocess in its own session (process group), as a
+terminal or a scheduler would have it, and signals go to the whole group; configs and checkpoints
+refused while parsing are what ``UnilabCLI`` raises in this process. The shipped configs keep
+their own checkpoint cadence (``every_n_train_steps`` 100 for APPO, 2000 for FastSAC); only sizes
+are shrunk.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import torch
 from tests.conftest import REPO, processes_with_mark
 from tests.faults.step_probe import read_step
 from tests.test_cli import CliRun, assert_no_leftovers, run_cli
+from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.collector.process import HUNG_S
 from unilab_lit.ipc import ShmBlock, list_segments
 from unilab_lit.ipc.reclaim import COLLECTOR_DIR_PREFIX
 
+APPO_CONFIG = str(REPO / "configs" / "appo.yaml")
 STARTUP_S = 240  # imports, collector spawn and the first iterations on a loaded 2-core machine
 EXIT_S = 60
 STOP_S = 5  # a stop request while the learner waits on data (issue 22)
@@ -91,12 +95,6 @@ def _signal_group_and_wait(proc: subprocess.Popen, signum: int) -> int:
 def _last_checkpoint(root: Path) -> dict:
     (last,) = root.rglob("last.ckpt")
     return torch.load(last, weights_only=True, map_location="cpu")
-
-
-def _one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr[-4000:]
-    return lines[0]
 
 
 def test_sigint_off_the_checkpoint_interval_writes_last_at_the_stop_step_and_resume_continues(
@@ -255,22 +253,15 @@ def test_new_start_reclaims_blocks_of_a_group_sigkilled_run_and_spares_live_ones
         ("--trainer.max_stpes=3", "unknown option 'trainer.max_stpes'; did you mean"),
     ],
 )
-def test_misspelled_or_mistyped_key_fails_in_one_line(override, expected, marked_env):
-    env, mark = marked_env
-    result = run_cli(["fit", "--config", "configs/appo.yaml", override], env, timeout=120)
-    assert result.returncode == 1
-    line = _one_line(result.stderr)
+def test_misspelled_or_mistyped_key_fails_in_one_line(override, expected):
+    line = _refusal(["fit", "--config", APPO_CONFIG, override])
     assert line.startswith("error: invalid config: ") and expected in line
-    assert_no_leftovers(result, mark)
 
 
-def test_broken_yaml_fails_in_one_line_naming_file_and_line(tmp_path, marked_env):
-    env, _ = marked_env
+def test_broken_yaml_fails_in_one_line_naming_file_and_line(tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("trainer:\n  max_steps: 3\nmodel:\n  init_args: [1, 2\n")
-    result = run_cli(["fit", "--config", str(broken)], env, timeout=120)
-    assert result.returncode == 1
-    line = _one_line(result.stderr)
+    line = _refusal(["fit", "--config", str(broken)])
     assert line.startswith(f"error: invalid config: {broken}, line ")
 
 
@@ -294,17 +285,25 @@ def appo_checkpoint(tmp_path_factory) -> Path:
 
 
 def _refusal(args: list[str]) -> str:
-    """The one line a refused ``cli.py`` run ends with (exit status 1, no traceback)."""
-    result = run_cli(args, dict(os.environ), timeout=120)
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    return result.stderr.strip().splitlines()[-1]
+    """The one line ``cli.py args`` is refused with while parsing, before anything starts.
+
+    What ``UnilabCLI`` raises, in this process: ``SystemExit`` with a one-line message, which
+    Python prints as the last line of stderr with exit status 1 and no traceback. A subprocess
+    would add only its interpreter and Lightning start-up (seconds); refused runs of ``cli.py``
+    itself are checked end to end by the full-disk and memory-budget tests here, the bad-config
+    tests of test_cli.py and the bad-task tests of test_user_task.py.
+    """
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(args=args)
+    line = refused.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    return line
 
 
 def test_full_disk_under_the_logger_ends_the_run_in_one_line_naming_the_log_directory(
     tmp_path,
 ):
-    line = _refusal(
+    result = run_cli(
         [
             "fit",
             "--config",
@@ -314,8 +313,13 @@ def test_full_disk_under_the_logger_ends_the_run_in_one_line_naming_the_log_dire
             "--trainer.log_every_n_steps=1",
             "--trainer.logger=tests.faults.full_disk_logger.FullDiskLogger",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
-        ]
+        ],
+        dict(os.environ),
+        timeout=120,
     )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"error: disk full while writing {tmp_path}"), line
     assert line.endswith("No space left on device")
 
@@ -325,7 +329,7 @@ def test_checkpoint_of_another_model_and_task_is_refused_in_one_line(appo_checkp
         [
             "fit",
             "--config",
-            "configs/fast_sac.yaml",
+            str(REPO / "configs" / "fast_sac.yaml"),
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             f"--ckpt_path={appo_checkpoint}",
         ]
@@ -346,7 +350,7 @@ def test_truncated_checkpoint_is_refused_naming_its_path(appo_checkpoint, tmp_pa
         [
             "fit",
             "--config",
-            "configs/appo.yaml",
+            APPO_CONFIG,
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             f"--ckpt_path={truncated}",
         ]
@@ -362,7 +366,7 @@ def test_resume_with_other_data_sizes_is_refused_in_one_line_before_the_run_dire
         [
             "fit",
             "--config",
-            "configs/appo.yaml",
+            APPO_CONFIG,
             *APPO_TINY,
             "--data.init_args.collector.num_envs=32",
             "--data.init_args.num_steps=16",
@@ -383,7 +387,7 @@ def test_checkpoint_that_does_not_load_weights_only_is_refused_in_one_line(tmp_p
         [
             "fit",
             "--config",
-            "configs/appo.yaml",
+            APPO_CONFIG,
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             f"--ckpt_path={foreign}",
         ]

@@ -41,7 +41,8 @@ class RLAlgorithm(DataParallelHooks, ABC):
     collector normalises raw policy observations with exactly those before acting.
     :meth:`inference_policy` is the same policy for evaluation and export: raw observation in,
     deterministic action out. :meth:`configure_callbacks` adds the two sync callbacks when the
-    trainer has none, because without them the collector waits forever for its first weights.
+    trainer has none, because without them the collector waits forever for its first weights
+    and statistics.
     Each item of the data module is a ``TensorDict``: a time-major ``[T, M]`` rollout for APPO
     (``unilab_lit.algos.appo.ROLLOUT_KEYS``), ``[R]`` replay rows for the off-policy learners
     (``unilab_lit.algos.offpolicy.BATCH_KEYS``); ``training_step`` moves, indexes and splits it.

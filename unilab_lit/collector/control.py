@@ -23,13 +23,13 @@ _STATE_NAMES = {STARTING: "starting", READY: "ready", STOPPED: "stopped", FAILED
 
 # What a ready collector is doing (diagnostics for timeouts and stalls).
 BUILDING = 0
-WAITING_FOR_WEIGHTS = 1
+WAITING_FOR_FIRST_PUBLISH = 1
 WAITING_FOR_LEARNER = 2
 STEPPING = 3
 
 _PHASE_NAMES = {
     BUILDING: "building env and actor",
-    WAITING_FOR_WEIGHTS: "waiting for the learner's first weights publish",
+    WAITING_FOR_FIRST_PUBLISH: "waiting for the learner's first publish of weights and statistics",
     WAITING_FOR_LEARNER: "waiting for the learner",
     STEPPING: "stepping the env",
 }

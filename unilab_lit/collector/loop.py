@@ -22,8 +22,8 @@ from unilab_lit.collector import snapshot
 from unilab_lit.collector.channel import EPISODES, TIMING, MetricsChannel
 from unilab_lit.collector.control import (
     STEPPING,
+    WAITING_FOR_FIRST_PUBLISH,
     WAITING_FOR_LEARNER,
-    WAITING_FOR_WEIGHTS,
     ControlBlock,
 )
 from unilab_lit.collector.writer import Transition, Writer
@@ -153,7 +153,8 @@ class CollectorLoop:
         self.weights_version = NOT_PUBLISHED
         self.stats_version = NOT_PUBLISHED
         size = env.spec.obs_sizes[POLICY]
-        # Before the first publish, normalise like a fresh learner-side normaliser (mean 0, var 1).
+        # Statistics never published (a collector without weights to wait for, as in the benches)
+        # normalise like a fresh learner-side normaliser (mean 0, var 1).
         self._mean = torch.zeros(size)
         self._var = torch.ones(size)
         self._parent = mp.parent_process()
@@ -172,7 +173,7 @@ class CollectorLoop:
     def run(self) -> None:
         """Collect until the learner asks to stop (or disappears); closes writer and env."""
         try:
-            if self.weights is None or self._wait_for_first_weights():
+            if self.weights is None or self._wait_for_first_publish():
                 self._collect()
         finally:
             self.close()
@@ -317,15 +318,22 @@ class CollectorLoop:
         self.control.beat()
         return self._keep_running()
 
-    def _wait_for_first_weights(self) -> bool:
-        # Acting with the actor's own random initialisation would write data whose behaviour
-        # policy the learner never had; wait for the learner's first publish instead.
-        self.control.set_phase(WAITING_FOR_WEIGHTS)
-        while not self._pull_weights():
+    def _wait_for_first_publish(self) -> bool:
+        # Acting with the actor's own random initialisation, or normalising with statistics the
+        # learner never had (WeightSync and ObsNormSync publish one after the other, in either
+        # order), would write data whose behaviour policy the learner never had; wait for the
+        # learner's first publish of both instead.
+        self.control.set_phase(WAITING_FOR_FIRST_PUBLISH)
+        while True:
+            weights_ready, stats_ready = self._pull_weights(), self._pull_obs_stats()
+            if weights_ready and stats_ready:
+                return True
             if not self._keep_waiting():
                 return False
-            self.weights.wait_newer(self.weights_version, WAIT_SLICE_S)
-        return True
+            if not weights_ready:
+                self.weights.wait_newer(self.weights_version, WAIT_SLICE_S)
+            else:
+                self.obs_stats.wait_newer(self.stats_version, WAIT_SLICE_S)
 
     def _pull_weights(self) -> bool:
         """Load newer weights if any; returns whether weights are (now) the learner's."""
@@ -336,14 +344,17 @@ class CollectorLoop:
             self.weights_version = version
         return self.weights_version != NOT_PUBLISHED
 
-    def _pull_obs_stats(self) -> None:
+    def _pull_obs_stats(self) -> bool:
+        """Load newer statistics if any; returns whether the policy's input is normalised as the
+        learner's (statistics published, or no normalisation)."""
         if self.obs_stats is None:
-            return
+            return True
         snapshot = self.obs_stats.read_if_newer(self.stats_version)
         if snapshot is not None:
             self.stats_version = snapshot.version
             self._mean = snapshot.mean.to(torch.float32)
             self._var = snapshot.var.to(torch.float32)
+        return self.stats_version != NOT_PUBLISHED
 
     def _act(self, policy_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         with torch.inference_mode():
