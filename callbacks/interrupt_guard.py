@@ -41,12 +41,14 @@ class InterruptGuard(Callback):
       (``unilab_lit.algos.data_parallel``). SIGUSR1 is left to Lightning when it handles it
       (``SLURMEnvironment(auto_requeue=True)``).
 
-    A stop request also reaches the data module's collector link (``stop_requested``): in one
-    process a learner blocked on data (a hung collector, the first rollout, the replay warm-up)
-    stops waiting at once, training ends at the epoch end without the missing batch, and the
-    stop takes the same path (``last.ckpt`` once a step was trained since the last save; a
-    hung collector's state is left out of it and the collector is killed). Under DDP the waits
-    run to their batch or timeout: another rank may already be in the iteration's collectives.
+    A stop request also reaches the data module's collector link (``stop_requested``): a
+    learner blocked on data (a hung collector, the first rollout, the replay warm-up) stops
+    waiting at once, training ends at the epoch end without the missing batch, and the stop
+    takes the same path (``last.ckpt`` once a step was trained since the last save; a hung
+    collector's state is left out of it and the collector is killed). Under DDP the ranks wait
+    for data in agreed rounds (``unilab_lit.distributed.wait_on_every_rank``), so a request on
+    any rank ends every rank's wait together, and once the ranks agree to stop every rank's
+    link carries the request (its checkpoint does not wait for a hung collector either).
 
     The handlers are installed in ``on_train_start`` (after Lightning's, whose SIGTERM handler
     would broadcast from inside the handler) and the previous ones are put back when training
@@ -122,6 +124,7 @@ class InterruptGuard(Callback):
         self.terminated = distributed.any_rank(self.terminated)
         self.interrupted = not self.terminated
         trainer.should_stop = True
+        self._request_stop()
 
     def _request_stop(self) -> None:
         if self._link is not None:

@@ -17,7 +17,9 @@ import pytest
 import torch
 
 from tests.conftest import REPO, processes_with_mark
+from tests.faults.test_fault_injection import STOP_S
 from tests.test_resume import NUM_ENVS, NUM_STEPS
+from unilab_lit.collector.process import HUNG_S
 from unilab_lit.ipc import list_segments
 from unilab_lit.telemetry import metrics
 
@@ -104,15 +106,13 @@ def test_evaluator_with_clips_and_monitored_checkpoints_run_on_two_ranks_logging
     # Enough iterations for a metrics report of rank 0's collector (one a second).
     rank0, rank1 = _fit("appo", tmp_path, env, "--steps", "20", "--evaluate")
     assert rank0["global_step"] == rank1["global_step"] == 20
-    # The callbacks' job figures and evaluation; the losses are each rank's own.
-    logged, logged1 = (
-        {k: v for k, v in rank["callback_metrics"].items() if k.startswith(_JOB_PREFIXES)}
-        for rank in (rank0, rank1)
-    )
-    assert logged1 == logged
+    # Every logged value is the job's: the callbacks' figures, the evaluation, the learner's terms.
+    logged = rank0["callback_metrics"]
+    assert rank1["callback_metrics"] == logged
+    assert {k.split("/")[0] + "/" for k in logged} >= {*_JOB_PREFIXES, "Loss/", "Policy/"}
     # Rank 1 finished no episode of its own, yet monitors the job's mean reward as rank 0 does.
     assert metrics.MEAN_REWARD in logged and metrics.EVAL_MEAN_REWARD in logged
-    for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD):
+    for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD, metrics.LOSS_VALUE):
         assert list((tmp_path / "best" / key.replace("/", "_")).glob("*.ckpt"))
     (events,) = (tmp_path / "tb").rglob("events.out.tfevents.*")
     assert metrics.EVAL_VIDEO.encode() in events.read_bytes()  # the clip, written by rank 0
@@ -269,3 +269,34 @@ def test_sigterm_to_one_rank_stops_every_rank_with_a_checkpoint_of_both_that_res
     for rank, (before, after) in enumerate(zip((rank0, rank1), ranks, strict=True)):
         assert after["start"] == (before["global_step"], before["env_steps"])
         assert after["restored_rank"] == rank
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_rank_with_data_ends_the_wait_of_a_rank_on_a_hung_collector(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    command = [sys.executable, str(JOB), "appo", str(tmp_path), "--steps", "100000"]
+    command += ["--checkpoint-every", "100000", "--stop-collector-rank", "1"]
+    with subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "hung").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        time.sleep(HUNG_S + 1)  # rank 0 has its rollout; rank 1 waits on its stopped collector
+        # Rank 0 alone: rank 1 learns of the stop only through the agreement on its wait.
+        os.kill(torch.load(tmp_path / "pids0.pt")["rank"], signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=STOP_S)
+    assert proc.returncode == 143, stderr[-4000:]
+    rank0, rank1 = _records(tmp_path)
+    assert rank0["global_step"] == rank1["global_step"] == 2
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 2
+    states = last["rank_states"]["states"]
+    assert [s["callbacks"]["Recorder"] for s in states] == [{"rank": 0}, {"rank": 1}]
+    # Rank 1's hung collector is left out of it, rank 0's is in.
+    collectors = [s["RolloutDataModule"]["collector"] for s in states]
+    assert collectors[0] is not None and collectors[1] is None
+    _assert_job_left_nothing([torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)], mark)
