@@ -3,29 +3,22 @@ single-process identities."""
 
 from __future__ import annotations
 
-import socket
-
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
 
 from callbacks.episode_stats import job_values
+from tests.conftest import free_port
 from tests.distributed import gloo_workers
 from unilab_lit import distributed
 from unilab_lit.telemetry import metrics
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     out = tmp_path_factory.mktemp("gloo")
-    mp.spawn(gloo_workers.collectives, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    mp.spawn(gloo_workers.collectives, args=(2, free_port(), str(out)), nprocs=2, join=True)
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
 
 
@@ -93,7 +86,7 @@ def updates(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
     """Each case's model state after one iteration: 2-rank DDP on A and B, one process on A∪B."""
     out = tmp_path_factory.mktemp("updates")
     for world in (2, 1):
-        args = (world, _free_port(), str(out), CASES)
+        args = (world, free_port(), str(out), CASES)
         mp.spawn(gloo_workers.one_update, args=args, nprocs=world, join=True)
     return {
         world: [torch.load(out / f"update{world}_{r}.pt") for r in range(world)] for world in (2, 1)

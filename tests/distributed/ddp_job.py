@@ -1,8 +1,11 @@
 """One small DDP fit (gloo, CPU, 2 ranks) whose ranks record what the DDP tests compare.
 
-Run as a script (Lightning's DDP launcher re-runs this file for rank 1):
-    python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--ckpt PATH]
+Run as a script (Lightning's DDP launcher re-runs this file for rank 1; under ``torchrun``, one
+launcher per node starts it with ``--devices 1 --num-nodes 2``):
+    python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--num-nodes M]
+        [--ckpt PATH]
         [--kill-collector-rank R] [--stop-collector-rank R] [--max-env-steps B] [--evaluate]
+        [--save-replay]
 Each rank writes ``OUT_DIR/rank<r>.pt``: its module state, optimizer states, the raw policy
 observations its normaliser folded in, its data module's env-step counter, on rank 0 the logged
 ``Train/env_steps``, and what it resumed from (the step and env-step counter at the start of
@@ -14,6 +17,7 @@ there instead and touches ``OUT_DIR/hung`` (that rank then waits on data). ``--m
 TensorBoard logger and checkpoints monitoring ``Eval/mean_reward``, ``Train/mean_reward`` and
 ``Loss/value_function``;
 only rank 0's collector finishes episodes (8-step ones), so rank 1 has none of its own.
+``--save-replay`` saves each rank's replay with the checkpoints (``RLCheckpoint(save_replay=True)``).
 """
 
 from __future__ import annotations
@@ -147,12 +151,14 @@ def main() -> None:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--num-nodes", type=int, default=1)
     parser.add_argument("--ckpt", type=Path, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--kill-collector-rank", type=int, default=None)
     parser.add_argument("--stop-collector-rank", type=int, default=None)
     parser.add_argument("--max-env-steps", type=int, default=None)
     parser.add_argument("--evaluate", action="store_true")
+    parser.add_argument("--save-replay", action="store_true")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     model, data = build(args.algo)
@@ -166,7 +172,7 @@ def main() -> None:
         WeightSync(),
         ObsNormSync(),
         EpisodeStatsMonitor(),
-        RLCheckpoint(),
+        RLCheckpoint(args.save_replay, replay_dir=str(args.out_dir / "checkpoints")),
         InterruptGuard(),
         Recorder(args.out_dir, args.kill_collector_rank, args.stop_collector_rank),
     ]
@@ -211,6 +217,7 @@ def main() -> None:
         accelerator="cpu",
         strategy="ddp",
         devices=args.devices,
+        num_nodes=args.num_nodes,
         logger=logger,
         log_every_n_steps=1,
         enable_progress_bar=False,
