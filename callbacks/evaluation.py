@@ -17,7 +17,7 @@ from unilab_lit.app.policy_episodes import (
     policy_actions,
     run_episodes,
 )
-from unilab_lit.collector.link import collector_link
+from unilab_lit.collector.link import collector_link, has_collector_link
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics, tracing, video
 from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary
@@ -47,6 +47,9 @@ class PolicyEvaluator(Callback):
     Under DDP the episodes run on rank 0 only (its env batch is the only one built) and the
     values are broadcast, so every rank logs the same ``Eval/*`` and a checkpoint that monitors
     one decides the same on every rank; rank 0 writes the curves and the clips.
+
+    A stop request (``callbacks.InterruptGuard``, through the collector link) abandons the
+    evaluation running at that moment: nothing is logged for it and training stops.
 
     The schedule (next evaluation and video step) is in ``state_dict``, so a resumed run keeps it.
 
@@ -129,13 +132,16 @@ class PolicyEvaluator(Callback):
         results = None
         if trainer.is_global_zero:
             with tracing.span("PolicyEvaluator.evaluate"):
-                results = self._evaluate(pl_module, with_video)
+                results = self._evaluate(trainer, pl_module, with_video)
         # Every rank reaches this step: one broadcast, entered by all of them.
         values = distributed.broadcast_from_rank_zero(
             None if results is None else results.eval_metrics()
         )
-        # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log, on every rank.
-        pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
+        if values is None:
+            log.info("evaluation at step %d abandoned: training stops", step)
+        else:
+            # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log, on every rank.
+            pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
         if results is not None:
             self._write(trainer, values, results)
         self._next_step = _next_multiple(step, self.every_n_steps)
@@ -164,12 +170,15 @@ class PolicyEvaluator(Callback):
             task = task.with_frames()
         return task.build(self.num_envs, seed=self.seed)
 
-    def _evaluate(self, pl_module: LightningModule, with_video: bool) -> EpisodeResults:
+    def _evaluate(
+        self, trainer: Trainer, pl_module: LightningModule, with_video: bool
+    ) -> EpisodeResults | None:
         record = (
             FrameRecording(self.video_width, self.video_height, max_frames=self.video_frames)
             if with_video
             else None
         )
+        link = collector_link(trainer) if has_collector_link(trainer) else None
         was_training = pl_module.training
         pl_module.eval()
         try:
@@ -180,6 +189,7 @@ class PolicyEvaluator(Callback):
                 seed=self.seed,
                 device=pl_module.device,
                 record=record,
+                stop=None if link is None else lambda: link.stop_requested,
             )
         finally:
             pl_module.train(was_training)

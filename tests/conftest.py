@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -31,6 +32,13 @@ def processes_with_mark(mark: str) -> list[int]:
         if needle in environ.split(b"\0") and state != "Z":
             pids.append(int(entry))
     return pids
+
+
+def free_port() -> int:
+    """A TCP port on localhost that nothing listens on now (for a process group's rendezvous)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.fixture

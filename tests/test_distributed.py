@@ -78,6 +78,13 @@ def test_decisions_are_global(ranks):
     for record in ranks:
         assert record["every"] == [{"rank": 0}, {"rank": 1}]
         assert record["broadcast"] == "from 0"
+        assert torch.equal(record["stack"], torch.tensor([[0.0, 1.0], [1.0, 1.0]]))
+
+
+def test_ranks_leave_a_wait_together_ready_or_on_one_ranks_stop_request(ranks):
+    for record in ranks:
+        assert record["wait_ready"] is True
+        assert record["wait_stop"] is False
 
 
 def test_job_values_are_the_same_on_every_rank_also_one_without_episodes(ranks):
@@ -114,6 +121,17 @@ def test_two_rank_update_on_a_and_b_equals_one_process_update_on_their_union(upd
             torch.testing.assert_close(rank[algo][key], value, atol=1e-6, rtol=1e-5, msg=key)
 
 
+@pytest.mark.parametrize("algo", ["appo", "fast_td3", "fast_sac"])
+def test_two_ranks_log_the_same_learner_terms_as_one_process_on_their_union(updates, algo):
+    (single,) = (rank[f"{algo}:logged"] for rank in updates[1])
+    rank0, rank1 = (rank[f"{algo}:logged"] for rank in updates[2])
+    assert rank1 == rank0  # a checkpoint monitoring any of them decides the same on both
+    assert rank0.keys() == single.keys()
+    assert {key.split("/")[0] for key in single} == {"Loss", "Policy"}
+    for key, value in single.items():
+        assert rank0[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
 def test_non_finite_batch_on_rank_one_only_skips_the_update_on_both_identically(updates):
     rank0, rank1 = (rank["fast_td3+nan"] for rank in updates[2])
     assert all(torch.equal(rank0[key], rank1[key]) for key in rank0)
@@ -132,6 +150,9 @@ def test_helpers_are_identities_outside_a_process_group():
     assert distributed.average_gradients([], extra) is extra
     assert distributed.all_ranks(False) is False and distributed.any_rank(True) is True
     assert distributed.gather_to_rank_zero(5) == [5]
+    assert torch.equal(distributed.stack_over_ranks(x), x[None])
+    assert distributed.wait_on_every_rank(lambda s: False, lambda: True) is False
+    assert distributed.wait_on_every_rank(lambda s: True, lambda: True) is True
 
 
 def test_rank_seed_keeps_rank_zero_and_separates_the_others():

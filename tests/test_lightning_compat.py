@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import inspect
 import re
+import signal
 
+from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
@@ -12,6 +15,7 @@ from tests.conftest import REPO
 from unilab_lit.telemetry.lightning_compat import (
     AppendingExperimentWriter,
     cached_experiment,
+    cluster_environment,
     logger_step,
     write_tensorboard_summary,
 )
@@ -100,3 +104,16 @@ def test_summary_writer_still_hands_out_its_file_writer_privately(tmp_path):
     events = EventAccumulator(str(tmp_path))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("probe")] == [(4, 2.5)]
+
+
+def test_cluster_environment_is_slurms_in_a_slurm_job_also_on_one_device(monkeypatch):
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_LOCALID", "0")
+    monkeypatch.setenv("SLURM_NODEID", "0")
+    trainer = Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False)
+    environment = cluster_environment(trainer)
+    assert isinstance(environment, SLURMEnvironment)
+    assert environment.auto_requeue and environment.requeue_signal == signal.SIGUSR1

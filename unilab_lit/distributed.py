@@ -15,7 +15,9 @@ others never enter:
   order, so each rank ends with the same bits, equal to the statistics of the union;
 - what callbacks log: :func:`gather_to_every_rank` (job figures) and
   :func:`broadcast_from_rank_zero` (evaluation results), so every rank logs and monitors the
-  same values and enters the same collectives.
+  same values and enters the same collectives;
+- waiting for data: :func:`wait_on_every_rank`, so that a stop request ends the waits of every
+  rank in the same round, before any rank enters the iteration's collectives.
 
 Outside an initialised process group of two or more ranks (a single-process run, the collector
 subprocess) every function is the identity: no collective, and the single-process numbers stay
@@ -24,7 +26,7 @@ exactly what they were.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,6 +154,43 @@ def any_rank(flag: bool) -> bool:
     return not all_ranks(not flag)
 
 
+AGREEMENT_SLICE_S = 0.1
+"""Longest wait of one round of :func:`wait_on_every_rank`: how late a rank that has its data
+learns of another rank's stop request, and how often it enters the round's all-reduce."""
+
+
+def wait_on_every_rank(wait: Callable[[float], bool], stopping: Callable[[], bool]) -> bool:
+    """Wait until every rank's condition holds (``True``) or a stop request ends the wait (``False``).
+
+    ``wait(seconds)`` waits at most ``seconds`` for this rank's condition (its data), returns
+    early on a stop request, says whether the condition holds, and raises its own failures and
+    timeouts; ``stopping()`` is this rank's stop request. Once true, a condition stays true.
+
+    Outside DDP: ``wait`` until the condition holds or ``stopping()``. Under DDP the ranks wait in
+    rounds of at most :data:`AGREEMENT_SLICE_S`, each closed by one all-reduce of (not ready,
+    stopping): every rank leaves in the same round, so the iteration's collectives that follow
+    line up. A rank whose data is there waits in the rounds' all-reduces, returning from each
+    within a slice, so a signal that reaches it (its handler runs between two rounds) ends
+    the other ranks' waits too. When every rank is ready the result is ``True`` even with a
+    stop request: that iteration trains and the stop is agreed after it, as without DDP.
+    """
+    if not is_distributed():
+        while not wait(AGREEMENT_SLICE_S):
+            if stopping():
+                return False
+        return True
+    ready = False
+    while True:
+        ready = ready or wait(AGREEMENT_SLICE_S)
+        flags = torch.tensor([int(not ready), int(stopping())], device=_device())
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        waiting, stop = flags.tolist()
+        if not waiting:
+            return True
+        if stop:
+            return False
+
+
 def mean_over_ranks(values: torch.Tensor) -> torch.Tensor:
     """Element-wise mean of ``values`` over the ranks (``values`` itself outside DDP)."""
     if not is_distributed():
@@ -174,6 +213,17 @@ def reduce_over_ranks(values: torch.Tensor, op: str) -> torch.Tensor:
     buffer = values.detach().to(_device(), copy=True)
     dist.all_reduce(buffer, op=ops[op])
     return buffer.to(values.device)
+
+
+def stack_over_ranks(values: torch.Tensor) -> torch.Tensor:
+    """Every rank's ``values`` stacked in rank order, ``[W, *values.shape]``, in one all-gather
+    (``values[None]`` outside DDP)."""
+    if not is_distributed():
+        return values[None]
+    buffer = values.detach().to(_device())
+    gathered = [torch.empty_like(buffer) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, buffer)
+    return torch.stack(gathered).to(values.device)
 
 
 def mean_std_over_ranks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

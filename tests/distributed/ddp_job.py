@@ -1,17 +1,23 @@
 """One small DDP fit (gloo, CPU, 2 ranks) whose ranks record what the DDP tests compare.
 
-Run as a script (Lightning's DDP launcher re-runs this file for rank 1):
-    python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--ckpt PATH]
-        [--kill-collector-rank R] [--max-env-steps B] [--evaluate]
+Run as a script (Lightning's DDP launcher re-runs this file for rank 1; under ``torchrun``, one
+launcher per node starts it with ``--devices 1 --num-nodes 2``):
+    python tests/distributed/ddp_job.py ALGO OUT_DIR [--steps N] [--devices D] [--num-nodes M]
+        [--ckpt PATH]
+        [--kill-collector-rank R] [--stop-collector-rank R] [--max-env-steps B] [--evaluate]
+        [--save-replay]
 Each rank writes ``OUT_DIR/rank<r>.pt``: its module state, optimizer states, the raw policy
 observations its normaliser folded in, its data module's env-step counter, on rank 0 the logged
 ``Train/env_steps``, and what it resumed from (the step and env-step counter at the start of
 training, the rank whose callback state it restored). A job stopped by SIGTERM exits with
 status 143, as ``unilab_lit.app.unilab_cli`` does. ``--kill-collector-rank`` SIGKILLs that rank's collector after its
-second iteration (the job must end with that rank's error). ``--max-env-steps`` adds an
+second iteration (the job must end with that rank's error); ``--stop-collector-rank`` SIGSTOPs it
+there instead and touches ``OUT_DIR/hung`` (that rank then waits on data). ``--max-env-steps`` adds an
 ``EnvStepBudget`` of ``B`` env steps. ``--evaluate`` adds a ``PolicyEvaluator`` with clips, a
-TensorBoard logger and checkpoints monitoring ``Eval/mean_reward`` and ``Train/mean_reward``;
+TensorBoard logger and checkpoints monitoring ``Eval/mean_reward``, ``Train/mean_reward`` and
+``Loss/value_function``;
 only rank 0's collector finishes episodes (8-step ones), so rank 1 has none of its own.
+``--save-replay`` saves each rank's replay with the checkpoints (``RLCheckpoint(save_replay=True)``).
 """
 
 from __future__ import annotations
@@ -79,9 +85,12 @@ def build(algo: str):
 class Recorder(Callback):
     """Keeps every batch the policy normaliser folds in; saves this rank's record at the end."""
 
-    def __init__(self, out_dir: Path, kill_collector_rank: int | None) -> None:
+    def __init__(
+        self, out_dir: Path, kill_collector_rank: int | None, stop_collector_rank: int | None
+    ) -> None:
         self.out_dir = out_dir
         self.kill_collector_rank = kill_collector_rank
+        self.stop_collector_rank = stop_collector_rank
         self.obs: list[torch.Tensor] = []
         self.restored_rank: int | None = None
         self.start: tuple[int, int] | None = None
@@ -116,6 +125,9 @@ class Recorder(Callback):
         if trainer.global_rank == self.kill_collector_rank and trainer.global_step == 2:
             os.kill(trainer.datamodule.session.process.pid, signal.SIGKILL)
             (self.out_dir / "killed_at").write_text(repr(time.time()))
+        if trainer.global_rank == self.stop_collector_rank and trainer.global_step == 2:
+            os.kill(trainer.datamodule.session.process.pid, signal.SIGSTOP)
+            (self.out_dir / "hung").touch()
 
     def on_train_end(self, trainer, pl_module) -> None:
         logged = trainer.callback_metrics.get(metrics.ENV_STEPS)
@@ -139,11 +151,14 @@ def main() -> None:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--num-nodes", type=int, default=1)
     parser.add_argument("--ckpt", type=Path, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--kill-collector-rank", type=int, default=None)
+    parser.add_argument("--stop-collector-rank", type=int, default=None)
     parser.add_argument("--max-env-steps", type=int, default=None)
     parser.add_argument("--evaluate", action="store_true")
+    parser.add_argument("--save-replay", action="store_true")
     args = parser.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     model, data = build(args.algo)
@@ -157,9 +172,9 @@ def main() -> None:
         WeightSync(),
         ObsNormSync(),
         EpisodeStatsMonitor(),
-        RLCheckpoint(),
+        RLCheckpoint(args.save_replay, replay_dir=str(args.out_dir / "checkpoints")),
         InterruptGuard(),
-        Recorder(args.out_dir, args.kill_collector_rank),
+        Recorder(args.out_dir, args.kill_collector_rank, args.stop_collector_rank),
     ]
     if args.max_env_steps is not None:
         callbacks.insert(0, EnvStepBudget(args.max_env_steps))
@@ -185,12 +200,14 @@ def main() -> None:
             video_height=24,
         )
         callbacks.append(evaluator)
-        for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD):
+        monitored = {metrics.EVAL_MEAN_REWARD: "max", metrics.MEAN_REWARD: "max"}
+        monitored[metrics.LOSS_VALUE] = "min"
+        for key, mode in monitored.items():
             callbacks.append(
                 ModelCheckpoint(
                     dirpath=args.out_dir / "best" / key.replace("/", "_"),
                     monitor=key,
-                    mode="max",
+                    mode=mode,
                     every_n_train_steps=1,
                 )
             )
@@ -200,6 +217,7 @@ def main() -> None:
         accelerator="cpu",
         strategy="ddp",
         devices=args.devices,
+        num_nodes=args.num_nodes,
         logger=logger,
         log_every_n_steps=1,
         enable_progress_bar=False,

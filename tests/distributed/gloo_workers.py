@@ -49,6 +49,11 @@ def collectives(rank: int, world: int, port: int, out_dir: str) -> None:
             "gathered": distributed.gather_to_rank_zero({"rank": rank}),
             "every": distributed.gather_to_every_rank({"rank": rank}),
             "broadcast": distributed.broadcast_from_rank_zero(f"from {rank}"),
+            "stack": distributed.stack_over_ranks(torch.tensor([float(rank), 1.0])),
+            # Rank 1's data arrives in its third round; rank 0's is there at once.
+            "wait_ready": distributed.wait_on_every_rank(_ready_in_round(3 * rank), lambda: False),
+            # Rank 0's data is there; rank 1 has none and a stop request: both leave without.
+            "wait_stop": distributed.wait_on_every_rank(lambda s: rank == 0, lambda: rank == 1),
             # Rank 1 has finished no episode yet and has no collection rate.
             "job": job_values(
                 {metrics.ENV_STEPS: 10.0 * (rank + 1)}
@@ -59,6 +64,16 @@ def collectives(rank: int, world: int, port: int, out_dir: str) -> None:
         torch.save(record, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
+
+
+def _ready_in_round(rounds: int):
+    calls = []
+
+    def wait(seconds: float) -> bool:
+        calls.append(seconds)
+        return len(calls) > rounds
+
+    return wait
 
 
 def zero_noise(like: torch.Tensor, *args, **kwargs) -> torch.Tensor:
@@ -110,6 +125,7 @@ def updates(world: int, rank: int, out_dir: str, cases: list[str]) -> dict[str, 
         )
         trainer.fit(model, train_dataloaders=offpolicy_batches.loader(_Repeat(batch)))
         records[case] = {k: v.clone() for k, v in model.state_dict().items()}
+        records[f"{case}:logged"] = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return records
 
 

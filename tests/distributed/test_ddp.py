@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, processes_with_mark
+from tests.conftest import REPO, free_port, processes_with_mark
+from tests.faults.test_fault_injection import STOP_S
 from tests.test_resume import NUM_ENVS, NUM_STEPS
+from unilab_lit.collector.process import HUNG_S
 from unilab_lit.ipc import list_segments
 from unilab_lit.telemetry import metrics
 
@@ -126,15 +128,13 @@ def test_evaluator_with_clips_and_monitored_checkpoints_run_on_two_ranks_logging
 ):
     out, (rank0, rank1) = evaluated_options_run
     assert rank0["global_step"] == rank1["global_step"] == EVALUATED_STEPS
-    # The callbacks' job figures and evaluation; the losses are each rank's own.
-    logged, logged1 = (
-        {k: v for k, v in rank["callback_metrics"].items() if k.startswith(_JOB_PREFIXES)}
-        for rank in (rank0, rank1)
-    )
-    assert logged1 == logged
+    # Every logged value is the job's: the callbacks' figures, the evaluation, the learner's terms.
+    logged = rank0["callback_metrics"]
+    assert rank1["callback_metrics"] == logged
+    assert {k.split("/")[0] + "/" for k in logged} >= {*_JOB_PREFIXES, "Loss/", "Policy/"}
     # Rank 1 finished no episode of its own, yet monitors the job's mean reward as rank 0 does.
     assert metrics.MEAN_REWARD in logged and metrics.EVAL_MEAN_REWARD in logged
-    for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD):
+    for key in (metrics.EVAL_MEAN_REWARD, metrics.MEAN_REWARD, metrics.LOSS_VALUE):
         assert list((out / "best" / key.replace("/", "_")).glob("*.ckpt"))
     (events,) = (out / "tb").rglob("events.out.tfevents.*")
     assert metrics.EVAL_VIDEO.encode() in events.read_bytes()  # the clip, written by rank 0
@@ -153,29 +153,35 @@ def test_appo_options_keep_ranks_identical_with_value_statistics_of_every_rank(
     assert rank0["optimizers"][0]["param_groups"][0]["lr"] == pytest.approx(1e-5)
 
 
-def test_fast_sac_ranks_hold_identical_parameters_and_optimizer_states_after_iterations(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("algo", "optimizers"),
+    [("fast_sac", 3), pytest.param("fast_td3", 2, marks=pytest.mark.slow)],
+)
+def test_off_policy_ranks_hold_identical_parameters_and_optimizer_states_after_iterations(
+    algo, optimizers, tmp_path: Path
 ):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    rank0, rank1 = _fit("fast_sac", tmp_path, env, "--steps", str(N))
+    rank0, rank1 = _fit(algo, tmp_path, env, "--steps", str(N))
     assert rank0["global_step"] == rank1["global_step"] == N
     assert _identical(rank0["state"], rank1["state"])
     assert _identical(rank0["optimizers"], rank1["optimizers"])
-    assert len(rank0["optimizers"]) == 3  # critic, actor and temperature all stepped in sync
+    # Critic and actor (and FastSAC's temperature) all stepped in sync.
+    assert len(rank0["optimizers"]) == optimizers
     assert all(opt["state"] for opt in rank0["optimizers"])
     assert not torch.equal(rank0["obs"], rank1["obs"])
 
 
 @pytest.mark.slow
-def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(tmp_path: Path, marked_env):
+@pytest.mark.parametrize(("algo", "extra"), [("appo", ()), ("fast_td3", ("--save-replay",))])
+def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(
+    algo, extra, tmp_path: Path, marked_env
+):
     env, _ = marked_env
-    straight = _fit(
-        "appo", tmp_path / "straight", env, "--steps", str(2 * N), "--checkpoint-every", str(N)
-    )
+    steps = ("--steps", str(2 * N), *extra)
+    straight = _fit(algo, tmp_path / "straight", env, *steps, "--checkpoint-every", str(N))
     checkpoint = tmp_path / "straight" / "checkpoints" / f"epoch=0-step={N}.ckpt"
-    resumed = _fit(
-        "appo", tmp_path / "resumed", env, "--steps", str(2 * N), "--ckpt", str(checkpoint)
-    )
+    # Off-policy: each rank's replay comes back from its own sidecar.
+    resumed = _fit(algo, tmp_path / "resumed", env, *steps, "--ckpt", str(checkpoint))
     for whole, continued in zip(straight, resumed, strict=True):
         assert continued["global_step"] == 2 * N
         assert continued["env_steps"] == whole["env_steps"]
@@ -183,7 +189,7 @@ def test_resumed_ddp_run_continues_exactly_in_synchronous_mode(tmp_path: Path, m
         assert _identical(continued["optimizers"], whole["optimizers"])
 
     one_rank = _run(
-        ["appo", str(tmp_path / "one"), "--devices", "1", "--ckpt", str(checkpoint)], env
+        [algo, str(tmp_path / "one"), "--devices", "1", "--ckpt", str(checkpoint), *extra], env
     )
     assert one_rank.returncode != 0
     assert "world size 2, this job has world size 1" in one_rank.stderr
@@ -279,3 +285,85 @@ def test_sigterm_to_one_rank_stops_every_rank_with_a_checkpoint_of_both_that_res
     for rank, (before, after) in enumerate(zip((rank0, rank1), ranks, strict=True)):
         assert after["start"] == (before["global_step"], before["env_steps"])
         assert after["restored_rank"] == rank
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_rank_with_data_ends_the_wait_of_a_rank_on_a_hung_collector(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    command = [sys.executable, str(JOB), "appo", str(tmp_path), "--steps", "100000"]
+    command += ["--checkpoint-every", "100000", "--stop-collector-rank", "1"]
+    with subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "hung").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        time.sleep(HUNG_S + 1)  # rank 0 has its rollout; rank 1 waits on its stopped collector
+        # Rank 0 alone: rank 1 learns of the stop only through the agreement on its wait.
+        os.kill(torch.load(tmp_path / "pids0.pt")["rank"], signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=STOP_S)
+    assert proc.returncode == 143, stderr[-4000:]
+    rank0, rank1 = _records(tmp_path)
+    assert rank0["global_step"] == rank1["global_step"] == 2
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == 2
+    states = last["rank_states"]["states"]
+    assert [s["callbacks"]["Recorder"] for s in states] == [{"rank": 0}, {"rank": 1}]
+    # Rank 1's hung collector is left out of it, rank 0's is in.
+    collectors = [s["RolloutDataModule"]["collector"] for s in states]
+    assert collectors[0] is not None and collectors[1] is None
+    _assert_job_left_nothing([torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)], mark)
+
+
+@pytest.mark.slow
+def test_two_torchrun_nodes_train_in_their_own_shared_memory_and_a_sigterm_to_one_stops_both(
+    tmp_path: Path, marked_env
+):
+    env, mark = marked_env
+    endpoint = f"localhost:{free_port()}"
+    launchers = []
+    for node in (0, 1):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2"]
+        command += [f"--node_rank={node}", "--nproc_per_node=1", "--rdzv_backend=c10d"]
+        command += [f"--rdzv_endpoint={endpoint}", str(JOB), "appo", str(tmp_path)]
+        command += ["--devices", "1", "--num-nodes", "2", "--steps", "100000"]
+        command += ["--checkpoint-every", "100000"]
+        log = open(tmp_path / f"node{node}.log", "w")  # noqa: SIM115 - closed when the test ends
+        launchers.append(
+            subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while not all((tmp_path / f"trained{r}").exists() for r in (0, 1)):
+            for node, launcher in enumerate(launchers):
+                assert launcher.poll() is None, (tmp_path / f"node{node}.log").read_text()[-4000:]
+            assert time.monotonic() < deadline, "the two nodes did not train"
+            time.sleep(0.2)
+        pids = [torch.load(tmp_path / f"pids{r}.pt") for r in (0, 1)]
+        # Each node's rank and collector use blocks named by that rank's own pid: none shared.
+        segments = [set(list_segments(rank["rank"])) for rank in pids]
+        assert segments[0] and segments[1] and not segments[0] & segments[1]
+        # One node's rank only, as that node's scheduler would: the other stops by agreement.
+        os.kill(pids[1]["rank"], signal.SIGTERM)
+        for launcher in launchers:
+            launcher.wait(timeout=60)
+    finally:
+        for launcher in launchers:
+            if launcher.poll() is None:
+                launcher.kill()
+                launcher.wait()
+    for node in (0, 1):
+        assert "exitcode  : 143" in (tmp_path / f"node{node}.log").read_text()
+    rank0, rank1 = _records(tmp_path)
+    assert rank0["global_step"] == rank1["global_step"] >= 1
+    assert _identical(rank0["state"], rank1["state"])
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == rank0["global_step"]
+    assert [s["callbacks"]["Recorder"] for s in last["rank_states"]["states"]] == [
+        {"rank": 0},
+        {"rank": 1},
+    ]
+    _assert_job_left_nothing(pids, mark)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,13 @@ class StepProbe(Callback):
 
     Args:
         path: File the step number is written to.
+        hang_collector_at: After writing this step, SIGSTOP the data module's collector (before
+            the checkpoint callbacks, which Lightning runs last, snapshot it).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, hang_collector_at: int | None = None) -> None:
         self.path = Path(path)
+        self.hang_collector_at = hang_collector_at
 
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -29,6 +34,8 @@ class StepProbe(Callback):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._write(trainer.global_step)
+        if trainer.global_step == self.hang_collector_at:
+            os.kill(trainer.datamodule.session.process.pid, signal.SIGSTOP)
 
     def _write(self, step: int) -> None:
         scratch = self.path.with_suffix(".tmp")

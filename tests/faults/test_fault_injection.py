@@ -51,9 +51,16 @@ SAC_TINY = [
 
 
 def _start_training(
-    config: str, tiny: list[str], env: dict[str, str], out: Path, step: int
+    config: str,
+    tiny: list[str],
+    env: dict[str, str],
+    out: Path,
+    step: int,
+    probe_args: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """``cli.py fit`` in its own process group (``out/runs``), once it has finished ``step``."""
+    """``cli.py fit`` in its own process group (``out/runs``), once it has finished ``step``.
+
+    ``probe_args`` follow the ``StepProbe`` (its own arguments, then more callbacks)."""
     probe = out / "step"
     args = [
         *tiny,
@@ -61,6 +68,7 @@ def _start_training(
         f"--trainer.logger.init_args.save_dir={out / 'runs'}",
         "--trainer.callbacks+=tests.faults.step_probe.StepProbe",
         f"--trainer.callbacks.path={probe}",
+        *probe_args,
     ]
     proc = subprocess.Popen(
         [sys.executable, "cli.py", "fit", "--config", config, *args],
@@ -134,22 +142,67 @@ def test_sigint_off_the_checkpoint_interval_writes_last_at_the_stop_step_and_res
     assert_no_leftovers(resumed, mark)
 
 
-def test_sigterm_to_the_group_writes_last_checkpoint_with_replay_and_exits_143(
-    tmp_path, marked_env
+# What srun sets for a one-task job; Lightning then picks SLURMEnvironment(auto_requeue=True).
+_SLURM_TASK = {
+    "SLURM_NTASKS": "1",
+    "SLURM_JOB_NAME": "train",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+}
+
+
+def _slurm_task_env(env: dict[str, str], out: Path) -> dict[str, str]:
+    """``env`` as srun sets it, with an ``scontrol`` that records its arguments in ``out/scontrol``."""
+    bin_dir = out / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {out / "scontrol"}\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    return {**env, **_SLURM_TASK, "PATH": f"{bin_dir}:{env['PATH']}"}
+
+
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGTERM, pytest.param(signal.SIGUSR1, marks=pytest.mark.slow)],
+    ids=["sigterm", "slurm_requeue_sigusr1"],
+)
+def test_stop_signal_to_the_group_writes_last_checkpoint_with_replay_and_exits_143(
+    signum, tmp_path, marked_env
 ):
     env, mark = marked_env
+    if signum == signal.SIGUSR1:
+        env = _slurm_task_env(env, tmp_path)
     runs, probe = tmp_path / "runs", tmp_path / "step"
     proc = _start_training("configs/fast_sac.yaml", SAC_TINY, env, tmp_path, 3)
-    returncode = _signal_group_and_wait(proc, signal.SIGTERM)
+    returncode = _signal_group_and_wait(proc, signum)
     stderr = (tmp_path / "stderr").read_text()
     assert returncode == 143, stderr[-4000:]
-    assert "SIGTERM at step" in stderr
+    assert f"{signum.name} at step" in stderr
     stop_step = read_step(probe)
     checkpoint = _last_checkpoint(runs)
     assert checkpoint["global_step"] == stop_step
     assert checkpoint["ReplayDataModule"]["collector"] is not None
     assert list(runs.rglob(f"replay-step={stop_step}.bin")), "no replay sidecar at the stop step"
+    if signum == signal.SIGUSR1:
+        # Requeued once last.ckpt was written, by InterruptGuard rather than Lightning's handler.
+        assert (tmp_path / "scontrol").read_text().split() == ["requeue", "4242"]
+        assert "SLURM job 4242 requeued" in stderr
     assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
+
+
+def _sigterm_learner(proc: subprocess.Popen, probe: Path, after_s: float) -> tuple[int, int]:
+    """SIGTERM the learner alone ``after_s`` from now: the step it had reached then, and its exit
+    status within ``STOP_S`` (the group is killed if it runs longer)."""
+    try:
+        time.sleep(after_s)
+        step = read_step(probe)
+        proc.send_signal(signal.SIGTERM)
+        return step, proc.wait(timeout=STOP_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def _collector_pid(mark: str) -> int:
@@ -162,32 +215,40 @@ def _collector_pid(mark: str) -> int:
     return pid
 
 
+# The probe hangs the collector after step 2, before a checkpoint of every step snapshots it.
+_CHECKPOINT_WRITE = (
+    "--trainer.callbacks.hang_collector_at=2",
+    "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+    "--trainer.callbacks.every_n_train_steps=1",
+)
+
+
 @pytest.mark.parametrize(
-    ("waiting_at", "tiny"),
+    ("waiting_at", "tiny", "probe_args"),
     [
         # Rollouts of 32k env steps: the collector is stopped before its first one is complete.
-        (0, [*APPO_TINY, "--data.init_args.num_steps=2000"]),
-        (2, APPO_TINY),
+        (0, [*APPO_TINY, "--data.init_args.num_steps=2000"], ()),
+        (2, APPO_TINY, ()),
+        # Synchronous: no rollout ahead in the ring, so step 2 is the last one trained.
+        pytest.param(
+            2,
+            [*APPO_TINY, "--data.init_args.synchronous=true"],
+            _CHECKPOINT_WRITE,
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["first_rollout", "hung_collector"],
+    ids=["first_rollout", "hung_collector", "checkpoint_write"],
 )
 def test_sigterm_while_the_learner_waits_on_a_hung_collector_exits_143_within_seconds(
-    waiting_at, tiny, tmp_path, marked_env
+    waiting_at, tiny, probe_args, tmp_path, marked_env
 ):
     env, mark = marked_env
     runs, probe = tmp_path / "runs", tmp_path / "step"
-    proc = _start_training("configs/appo.yaml", tiny, env, tmp_path, waiting_at)
-    try:
-        collector = _collector_pid(mark)
-        os.kill(collector, signal.SIGSTOP)
-        time.sleep(HUNG_S + 1)  # the learner drains the ring, then waits on the hung collector
-        stop_step = read_step(probe)
-        proc.send_signal(signal.SIGTERM)  # the learner only: the collector stays hung
-        returncode = proc.wait(timeout=STOP_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    proc = _start_training("configs/appo.yaml", tiny, env, tmp_path, waiting_at, probe_args)
+    collector = _collector_pid(mark)
+    os.kill(collector, signal.SIGSTOP)
+    # The learner drains the ring, then waits on the hung collector, which stays hung.
+    stop_step, returncode = _sigterm_learner(proc, probe, HUNG_S + 1)
     stderr = (tmp_path / "stderr").read_text()
     assert returncode == 143, stderr[-4000:]
     assert read_step(probe) == stop_step
@@ -199,6 +260,33 @@ def test_sigterm_while_the_learner_waits_on_a_hung_collector_exits_143_within_se
         assert checkpoint["global_step"] == stop_step >= waiting_at
         assert checkpoint["RolloutDataModule"]["collector"] is None  # hung: left out
     assert f"collector pid {collector} has not beaten" in stderr
+    assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
+
+
+@pytest.mark.slow
+def test_sigterm_during_an_evaluation_abandons_it_and_exits_143_within_seconds(
+    tmp_path, marked_env
+):
+    env, mark = marked_env
+    runs, probe = tmp_path / "runs", tmp_path / "step"
+    task = '{"class_path": "CartpoleSwingup", "init_args": {"max_episode_steps": 1000000}}'
+    evaluator = (
+        "--trainer.callbacks+=callbacks.PolicyEvaluator",
+        "--trainer.callbacks.every_n_steps=2",
+        "--trainer.callbacks.episodes=1",
+        "--trainer.callbacks.num_envs=1",
+        f"--trainer.callbacks.task={task}",
+    )
+    tiny = [*APPO_TINY, "--data.init_args.synchronous=true"]
+    proc = _start_training("configs/appo.yaml", tiny, env, tmp_path, 2, evaluator)
+    # Inside step 2's evaluation: one episode of a million steps.
+    _, returncode = _sigterm_learner(proc, probe, 1.0)
+    stderr = (tmp_path / "stderr").read_text()
+    assert returncode == 143, stderr[-4000:]
+    assert "evaluation at step 2 abandoned" in stderr
+    checkpoint = _last_checkpoint(runs)
+    assert checkpoint["global_step"] == read_step(probe) >= 2
+    assert checkpoint["RolloutDataModule"]["collector"] is not None
     assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
 
 

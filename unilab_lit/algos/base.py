@@ -296,4 +296,23 @@ class RLAlgorithm(DataParallelHooks, ABC):
     def _log_terms(self, terms: Mapping[str, torch.Tensor | float], batch_size: int) -> None:
         """Log ``terms`` and the skip count for this iteration (call when :meth:`_loggers_write`)."""
         logged = {**terms, metrics.NONFINITE_SKIPS: self.nonfinite_skips.float()}
+        if distributed.is_distributed():
+            logged = self._job_values(logged)
         self.log_dict(logged, on_step=True, on_epoch=False, batch_size=batch_size)
+
+    def _job_values(self, terms: Mapping[str, torch.Tensor | float]) -> dict[str, torch.Tensor]:
+        """Every term reduced over the ranks, in one all-gather for all of them.
+
+        Every rank then logs the job's values, so a ``ModelCheckpoint`` or ``EarlyStopping``
+        that monitors a ``Loss/*`` or ``Policy/*`` key decides the same on every rank. A term is
+        the mean over the ranks (the ranks' batches are the same size), the extremes in
+        ``metrics.MAX_OVER_RANKS`` / ``MIN_OVER_RANKS`` the maximum / minimum; terms the ranks
+        share already (the averaged losses, the learning rate, the skip count) keep their value.
+        """
+        keys = sorted(terms)  # the same order on every rank
+        values = [torch.as_tensor(terms[k], device=self.device).reshape(()) for k in keys]
+        ranks = distributed.stack_over_ranks(torch.stack([v.to(torch.float64) for v in values]))
+        is_max = torch.tensor([k in metrics.MAX_OVER_RANKS for k in keys], device=ranks.device)
+        is_min = torch.tensor([k in metrics.MIN_OVER_RANKS for k in keys], device=ranks.device)
+        job = torch.where(is_max, ranks.amax(0), torch.where(is_min, ranks.amin(0), ranks.mean(0)))
+        return {k: job[i].to(v.dtype) for i, (k, v) in enumerate(zip(keys, values, strict=True))}

@@ -106,7 +106,8 @@ def run_episodes(
     seed: int,
     device: torch.device | str = "cpu",
     record: FrameRecording | None = None,
-) -> EpisodeResults:
+    stop: Callable[[], bool] | None = None,
+) -> EpisodeResults | None:
     """Run ``episodes`` whole episodes spread over the env's batch and collect their statistics.
 
     The env is reset with ``seed`` and without staggered timeouts, so every episode is a full
@@ -121,6 +122,10 @@ def run_episodes(
         seed: Seed of the env's reset.
         device: Where ``act`` expects its input.
         record: Render env 0 while its episodes run; ``None`` renders nothing.
+        stop: Polled before every env step: once true, the episodes are abandoned.
+
+    Returns:
+        The episodes' statistics; ``None`` if ``stop()`` abandoned them.
 
     Raises:
         ValueError: If ``episodes`` is smaller than 1.
@@ -136,6 +141,8 @@ def run_episodes(
     frames: list[np.ndarray] = []
     obs = env.reset(seed=seed, stagger=False)
     while (done_count < quota).any():
+        if stop is not None and stop():
+            return None
         if record is not None and done_count[0] < quota[0] and not _full(frames, record):
             frames.append(env.render([0], record.width, record.height)[0])
         policy_obs = torch.as_tensor(obs[POLICY], device=device)

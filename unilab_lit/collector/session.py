@@ -157,7 +157,7 @@ class CollectorSession:
             self._state_dir,
             self.transport,
             self.options.stall_timeout_s,
-            stopping=self._link is not None and self._link.stop_requested,
+            stopping=lambda: self._link is not None and self._link.stop_requested,
         )
 
     def restore(self, state: dict[str, Any]) -> None:

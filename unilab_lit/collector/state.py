@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,28 +14,37 @@ from unilab_lit.collector.transport import Transport
 log = logging.getLogger(__name__)
 
 
+def _never() -> bool:
+    return False
+
+
 def take_snapshot(
     collector: CollectorProcess,
     state_dir: Path,
     transport: Transport,
     timeout_s: float,
-    stopping: bool = False,
+    stopping: Callable[[], bool] = _never,
 ) -> dict[str, Any] | None:
     """The running collector's state at its next step boundary; ``None`` if it is not running
     or does not answer within ``timeout_s`` (logged: the checkpoint goes on without it).
 
-    ``stopping``: the checkpoint of a stop request, which must not wait ``timeout_s`` for a
-    hung collector (``CollectorProcess.hung``): its state is left out as soon as it is hung.
+    ``stopping()``: a stop request, polled while waiting, so that the checkpoint of a stop, or
+    one being written when the request comes, does not wait ``timeout_s`` for a hung collector
+    (``CollectorProcess.hung``): its state is left out as soon as it is hung.
     """
     if not collector.running:
         return None
+
+    def abandon() -> bool:
+        return stopping() and collector.hung
+
     try:
-        if stopping and collector.hung:
+        transport.quiesce(collector, timeout_s, abandon)
+        if abandon():
             raise CollectorError(f"collector (pid {collector.pid}) is hung at the stop")
-        transport.quiesce(collector, timeout_s)
         request = collector.control.request_snapshot()
         collector.wait_for(
-            lambda: collector.control.snapshot_done >= request or (stopping and collector.hung),
+            lambda: collector.control.snapshot_done >= request or abandon(),
             timeout=timeout_s,
             watch=collector.control.snapshot_watch(),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -52,9 +52,12 @@ class Transport(ABC):
     def release(self) -> None:
         """Unlink the shared blocks (idempotent)."""
 
-    def quiesce(self, collector: CollectorProcess, timeout_s: float) -> None:
+    def quiesce(
+        self, collector: CollectorProcess, timeout_s: float, abandon: Callable[[], bool]
+    ) -> None:
         """Wait until the collector has done the work it was released for, so that a snapshot
-        of its state and the blocks' contents belong to the same moment."""
+        of its state and the blocks' contents belong to the same moment; ``abandon()`` true
+        ends the wait early (a hung collector at a stop request)."""
         # A collector that writes whole rollouts has none in flight at a step boundary.
         return
 

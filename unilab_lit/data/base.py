@@ -180,15 +180,13 @@ class CollectorDataModule(LightningDataModule, ABC):
         if self._session is not None:
             self._session.link.feed = feed
 
-    def _stop_check(self) -> Callable[[], bool] | None:
+    def _stop_check(self) -> Callable[[], bool]:
         """What ends this fit's waits for data early: a stop request on the collector link.
 
-        One process only: under DDP another rank may already be in the iteration's collectives,
-        so a rank that left its wait would enter a different one; there the waits run to their
-        batch or their timeout.
+        Under DDP the data sets wait in rounds agreed by every rank
+        (``unilab_lit.distributed.wait_on_every_rank``), so a rank never leaves its wait while
+        another one enters the iteration's collectives.
         """
-        if distributed.is_distributed():
-            return None
         link = self.collector_link
         return lambda: link.stop_requested
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from unilab_lit import distributed
 from unilab_lit.collector.lockstep import NUM_SLOTS, LockstepLink
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.ipc.futex import WAIT_SLICE_S
@@ -261,28 +262,42 @@ class DoubleBufferPipeline:
         self._jobs.put(tick)
 
     def _wait_copied(self, tick: int) -> bool:
-        """Wait until ``tick`` is in its device slot; ``False`` if a stop request came first."""
+        """Wait until ``tick`` is in its device slot; ``False`` if a stop request came first.
+
+        Under DDP the ranks wait together (``unilab_lit.distributed.wait_on_every_rank``): a
+        stop request on any rank ends the wait of every rank whenever one of them has no batch.
+        """
         warming_up = tick == self.warmup_ticks + 1 and self.warmup_ticks > 0
         progress_ptr = self._replay.write_ptr
         progress_at = next_log = time.monotonic()
-        # Between two collector liveness checks the learner blocks on the copier's event.
-        while not self._done.wait(WAIT_SLICE_S):
-            if self._stop_requested is not None and self._stop_requested():
-                return False
-            self._collector.check()
-            now = time.monotonic()
-            ptr = self._replay.write_ptr
-            if ptr != progress_ptr:
-                progress_ptr, progress_at = ptr, now
-            elif now - progress_at > self.timeout_s:
-                raise TimeoutError(
-                    f"no replay batch for tick {tick} and no new replay rows within "
-                    f"{self.timeout_s} s while the collector is alive; raise "
-                    "data.init_args.data_timeout_s for slow tasks"
-                )
-            if warming_up and now >= next_log:
-                next_log = now + _WARMUP_LOG_S
-                log.info("replay warm-up: %d/%d rows", self._replay.size, self.warmup_rows)
+
+        def wait(seconds: float) -> bool:
+            nonlocal progress_ptr, progress_at, next_log
+            until = time.monotonic() + seconds
+            # Between two collector liveness checks the learner blocks on the copier's event.
+            while not self._done.wait(WAIT_SLICE_S):
+                if self._stopping():
+                    return False
+                self._collector.check()
+                now = time.monotonic()
+                ptr = self._replay.write_ptr
+                if ptr != progress_ptr:
+                    progress_ptr, progress_at = ptr, now
+                elif now - progress_at > self.timeout_s:
+                    raise TimeoutError(
+                        f"no replay batch for tick {tick} and no new replay rows within "
+                        f"{self.timeout_s} s while the collector is alive; raise "
+                        "data.init_args.data_timeout_s for slow tasks"
+                    )
+                if warming_up and now >= next_log:
+                    next_log = now + _WARMUP_LOG_S
+                    log.info("replay warm-up: %d/%d rows", self._replay.size, self.warmup_rows)
+                if now >= until:
+                    return False
+            return True
+
+        if not distributed.wait_on_every_rank(wait, self._stopping):
+            return False
         if self._copier_error is not None:
             raise RuntimeError(f"replay batch for tick {tick} failed") from self._copier_error
         if self._copied_tick != tick:
@@ -292,6 +307,9 @@ class DoubleBufferPipeline:
         if warming_up:
             log.info("replay warm-up done: %d rows; training starts", self._replay.size)
         return True
+
+    def _stopping(self) -> bool:
+        return self._stop_requested is not None and self._stop_requested()
 
     def _pin_host_slots(self) -> None:
         first, last = self._link.slot(0), self._link.slot(NUM_SLOTS - 1)

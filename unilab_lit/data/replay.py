@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from lightning.pytorch import LightningModule
 from tensordict import TensorDict
@@ -134,12 +134,14 @@ class ReplayTransport(Transport):
         )
 
     @override
-    def quiesce(self, collector: CollectorProcess, timeout_s: float) -> None:
+    def quiesce(
+        self, collector: CollectorProcess, timeout_s: float, abandon: Callable[[], bool]
+    ) -> None:
         # The collector then waits for the next release; the replay stays as the snapshot sees it.
         link = self.link
         if link is not None:
             collector.wait_for(
-                lambda: link.steps_done >= link.released,
+                lambda: link.steps_done >= link.released or abandon(),
                 timeout=timeout_s,
                 watch=link.steps_done_watch,
             )

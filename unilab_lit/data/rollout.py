@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
+from unilab_lit import distributed
 from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
@@ -42,7 +44,9 @@ class RolloutDataset(FeedingDataset):
     :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (from
     ``start``, the counts of earlier runs) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
     within ``timeout_s`` raises ``TimeoutError``. Once ``stop_requested()`` is true, a wait
-    without a rollout ends the stream instead (training stops after the last iteration).
+    without a rollout ends the stream instead (training stops after the last iteration); under
+    DDP the ranks wait together (``unilab_lit.distributed.wait_on_every_rank``), so a stop
+    request on any rank ends the stream of every rank whenever one of them has no rollout.
     """
 
     def __init__(
@@ -70,25 +74,38 @@ class RolloutDataset(FeedingDataset):
     def _stopping(self) -> bool:
         return self._stop_requested is not None and self._stop_requested()
 
+    def _wait_for_rollout(self, seconds: float, deadline: float) -> bool:
+        """Wait at most ``seconds`` for a rollout (less on a stop request); whether one is there.
+
+        Raises:
+            TimeoutError: if ``deadline`` passed without a rollout while the collector is alive.
+        """
+        until = min(time.monotonic() + seconds, deadline)
+        self._collector.wait_for(
+            lambda: self._ring.available() > 0 or self._stopping() or time.monotonic() >= until,
+            watch=self._ring.commits,
+        )
+        if self._ring.available() > 0:
+            return True
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"no rollout arrived within data_timeout_s={self._timeout_s} s while the "
+                f"collector is alive; raise data.init_args.collector.data_timeout_s for slow tasks"
+            )
+        return False
+
     def _next_batch(self) -> TensorDict | None:
         if self._gate is not None:
             # Every on_train_batch_end of the previous iteration has run: the collector pulls
             # the weights and statistics that iteration published.
             self._gate.release()
-        try:
-            with tracing.timed("wait_for_data") as wait:
-                self._collector.wait_for(
-                    lambda: self._ring.available() > 0 or self._stopping(),
-                    timeout=self._timeout_s,
-                    watch=self._ring.commits,
-                )
-        except TimeoutError as err:
-            raise TimeoutError(
-                f"no rollout arrived within data_timeout_s={self._timeout_s} s while the "
-                f"collector is alive; raise data.init_args.collector.data_timeout_s for slow tasks"
-            ) from err
+        deadline = time.monotonic() + self._timeout_s
+        with tracing.timed("wait_for_data") as wait:
+            ready = distributed.wait_on_every_rank(
+                lambda seconds: self._wait_for_rollout(seconds, deadline), self._stopping
+            )
         self.stats.last_wait_s = wait.seconds
-        if self._ring.available() == 0:
+        if not ready:
             return None  # a stop was requested
         staged = 0
         with tracing.span("stage_to_device"):  # ring → staging pool: the one device copy

@@ -16,6 +16,7 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 if TYPE_CHECKING:
+    from lightning.fabric.plugins.environments import ClusterEnvironment
     from lightning.pytorch import Trainer
     from tensorboard.compat.proto.summary_pb2 import Summary
     from torch.utils.tensorboard import SummaryWriter
@@ -70,3 +71,13 @@ def write_tensorboard_summary(writer: SummaryWriter, summary: Summary, step: int
     takes a ready summary is reached through the private ``_get_file_writer``.
     """
     writer._get_file_writer().add_summary(summary, step)
+
+
+def cluster_environment(trainer: Trainer) -> ClusterEnvironment:
+    """The cluster environment ``trainer`` runs in (SLURM, torchelastic, Lightning's own, ...).
+
+    Only parallel strategies expose it (``strategy.cluster_environment``); a single-device run
+    under SLURM has one too, held by the private accelerator connector, which Lightning's own
+    SLURM signal handling reads.
+    """
+    return trainer._accelerator_connector.cluster_environment

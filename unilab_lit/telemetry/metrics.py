@@ -60,6 +60,9 @@ Q_TARGET_MAX = "Policy/q_target_max"
 Q_TARGET_MIN = "Policy/q_target_min"
 TEMPERATURE = "Policy/temperature"
 POLICY_ENTROPY = "Policy/entropy"
+# Under DDP a learner term is the mean over the ranks, except these extremes of each rank's batch.
+MAX_OVER_RANKS = frozenset({Q_TARGET_MAX})
+MIN_OVER_RANKS = frozenset({Q_TARGET_MIN})
 
 
 def episode_reward_term(term: str) -> str:
