@@ -1,16 +1,18 @@
-"""Learner updates/s per algorithm at the shipped sizes: eager vs compiled, 1 vs 2 torch threads.
+"""Learner updates/s per algorithm at the shipped sizes: eager vs compiled, 1 vs 2 torch threads, fp32 vs bf16.
 
 For each config (default: ``fast_td3.yaml``, ``fast_sac.yaml``, ``fast_sac_humanoid.yaml``,
 ``appo_halfcheetah.yaml``) the config's model is trained by a plain ``Trainer`` on random items
 of the config's item shape (off-policy: ``batch_size × updates_per_step`` replay rows; APPO: the
 staging pool's ``[num_steps, num_envs × staging_capacity]`` rollout), in this process, with no
-collector: the learner's own speed. Settings: ``compile_losses`` off/on × ``torch.set_num_threads``
-1/2, each on a fresh model. An update is one critic step (off-policy) or one minibatch step
-(APPO). The first iteration (where the compile happens) is reported apart, then ``--warm``
-iterations are skipped and ``--iterations`` timed.
+collector: the learner's own speed. A setting is ``compile_losses`` off/on,
+``torch.set_num_threads`` 1/2 and the trainer's precision (``32-true``, or ``bf16-mixed``, CPU
+autocast: suffix ``-bf16``), each on a fresh model; every setting sets all three, whatever the
+config says. An update is one critic step (off-policy) or one minibatch step (APPO). The first
+iteration (where the compile happens) is reported apart, then ``--warm`` iterations are skipped
+and ``--iterations`` timed.
 
 ``--fit-seconds S`` adds the fit-level figure: ``Trainer.fit`` of the config itself (collector
-running) for S seconds after its first iteration, eager with 1 learner thread and with the
+running) for S seconds after its first iteration, eager fp32 with 1 learner thread and with the
 bench's best setting: learner iterations/s and env-steps/s (``fit_timing.FitMeter``).
 
 Ends with one line per algorithm, for scripts:
@@ -39,24 +41,39 @@ DEFAULT_CONFIGS = (
     "configs/fast_sac_humanoid.yaml",
     "configs/appo_halfcheetah.yaml",
 )
-SETTINGS = ((False, 1), (False, 2), (True, 1), (True, 2))
+DEFAULT_SETTINGS = (
+    "eager-1",
+    "eager-2",
+    "compiled-1",
+    "compiled-2",
+    "eager-1-bf16",
+    "compiled-1-bf16",
+)
+BASELINE = (False, 1, False)
+"""The speed-up's reference: eager, one thread, fp32."""
+
+Setting = tuple[bool, int, bool]
+"""``(compiled, threads, bf16)``."""
 
 
-def setting_name(compiled: bool, threads: int) -> str:
-    return f"{'compiled' if compiled else 'eager'}-{threads}-thread"
+def setting_name(compiled: bool, threads: int, bf16: bool) -> str:
+    kind = "compiled" if compiled else "eager"
+    return f"{kind}-{threads}-thread{'-bf16' if bf16 else ''}"
 
 
-def _overrides(config: str, compiled: bool, threads: int) -> list[str]:
-    """``compile_losses`` (APPO's own argument, the off-policy learners' ``offpolicy`` field) and
-    the learner's torch threads for ``config``."""
+def _overrides(config: str, compiled: bool, threads: int, bf16: bool) -> list[str]:
+    """``compile_losses`` (APPO's own argument, the off-policy learners' ``offpolicy`` field), the
+    learner's torch threads and the trainer's precision for ``config``."""
     import yaml
 
     with open(config) as file:
         model_class = yaml.safe_load(file)["model"]["class_path"]
     key = "compile_losses" if model_class.endswith(".APPO") else "offpolicy.compile_losses"
-    # Eager leaves the key out, so the bench also runs against a library without it.
-    threads_key = f"--data.init_args.collector.learner_torch_threads={threads}"
-    return [f"--model.init_args.{key}=true", threads_key] if compiled else [threads_key]
+    return [
+        f"--model.init_args.{key}={str(compiled).lower()}",
+        f"--data.init_args.collector.learner_torch_threads={threads}",
+        f"--trainer.precision={'bf16-mixed' if bf16 else '32-true'}",
+    ]
 
 
 def _cli(config: str, log_dir: str, extra: list[str]):
@@ -123,7 +140,7 @@ def _updates_per_iteration(model) -> int:
     return model.offpolicy.updates_per_step
 
 
-def learner_alone(config: str, compiled: bool, threads: int, warm: int, iterations: int) -> dict:
+def learner_alone(config: str, setting: Setting, warm: int, iterations: int) -> dict:
     """Updates/s of the config's model on random items, no collector; first iteration apart."""
     import itertools
 
@@ -151,12 +168,13 @@ def learner_alone(config: str, compiled: bool, threads: int, warm: int, iteratio
             stamps.append(time.perf_counter())
 
     with tempfile.TemporaryDirectory() as log_dir:
-        cli = _cli(config, log_dir, _overrides(config, compiled, threads))
+        cli = _cli(config, log_dir, _overrides(config, *setting))
         model, data = cli.model, cli.datamodule
         items = _random_items(model, data)
-        torch.set_num_threads(threads)
+        torch.set_num_threads(setting[1])
         Trainer(
             max_steps=1 + warm + iterations,
+            precision=cli.trainer.precision,
             logger=False,
             enable_checkpointing=False,
             enable_progress_bar=False,
@@ -171,22 +189,22 @@ def learner_alone(config: str, compiled: bool, threads: int, warm: int, iteratio
     }
 
 
-def fit_level(config: str, compiled: bool, threads: int, seconds: float) -> dict:
+def fit_level(config: str, setting: Setting, seconds: float) -> dict:
     """``Trainer.fit`` of the config with its collector: FitMeter's figures."""
     from fit_timing import FitMeter
 
     with tempfile.TemporaryDirectory() as log_dir:
-        cli = _cli(config, log_dir, _overrides(config, compiled, threads))
+        cli = _cli(config, log_dir, _overrides(config, *setting))
         meter = FitMeter(seconds)
         cli.trainer.callbacks.append(meter)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return meter.result
 
 
-def _setting(name: str) -> tuple[bool, int]:
-    """``"eager-1"`` / ``"compiled-2"`` -> (compiled, threads)."""
-    kind, threads = name.split("-")
-    return kind == "compiled", int(threads)
+def _setting(name: str) -> Setting:
+    """``"eager-1"`` / ``"compiled-2"`` / ``"compiled-1-bf16"`` -> (compiled, threads, bf16)."""
+    kind, threads, *precision = name.split("-")
+    return kind == "compiled", int(threads), precision == ["bf16"]
 
 
 def main() -> None:
@@ -197,7 +215,7 @@ def main() -> None:
     parser.add_argument(
         "--settings",
         nargs="*",
-        default=["eager-1", "eager-2", "compiled-1", "compiled-2"],
+        default=list(DEFAULT_SETTINGS),
         help="learner-alone settings; none: fit-level only",
     )
     parser.add_argument("--fit-seconds", type=float, default=0.0, help="0: no fit-level figure")
@@ -211,32 +229,32 @@ def main() -> None:
     summary = []
     for config in args.configs:
         results = {}
-        for compiled, threads in map(_setting, args.settings):
-            result = learner_alone(config, compiled, threads, args.warm, args.iterations)
-            results[(compiled, threads)] = result
+        for setting in map(_setting, args.settings):
+            result = learner_alone(config, setting, args.warm, args.iterations)
+            results[setting] = result
             print(
-                f"{config} {setting_name(compiled, threads):18s}: "
+                f"{config} {setting_name(*setting):23s}: "
                 f"{result['updates_per_s']:7.1f} updates/s, {result['ms_per_iteration']:6.1f} "
                 f"ms/iteration; first iteration {result['first_s']:5.1f} s",
                 flush=True,
             )
         best = max(results, key=lambda key: results[key]["updates_per_s"], default=None)
         fit_settings = (
-            dict.fromkeys([(False, 1), best] if best else [(False, 1)])
+            dict.fromkeys([BASELINE, best] if best else [BASELINE])
             if args.fit_settings is None
             else map(_setting, args.fit_settings)
         )
-        for compiled, threads in fit_settings if args.fit_seconds > 0 else ():
-            fit = fit_level(config, compiled, threads, args.fit_seconds)
+        for setting in fit_settings if args.fit_seconds > 0 else ():
+            fit = fit_level(config, setting, args.fit_seconds)
             print(
-                f"{config} fit {setting_name(compiled, threads):18s}: "
+                f"{config} fit {setting_name(*setting):23s}: "
                 f"{fit['iterations_per_s']:6.1f} learner iterations/s, "
                 f"{fit['env_steps_per_s']:8.0f} env-steps/s, wait share "
                 f"{100 * fit['wait_share']:.1f}% ({fit['seconds']:.0f} s)",
                 flush=True,
             )
-        if (False, 1) in results:
-            base, top = results[(False, 1)]["updates_per_s"], results[best]["updates_per_s"]
+        if BASELINE in results:
+            base, top = results[BASELINE]["updates_per_s"], results[best]["updates_per_s"]
             algo = os.path.splitext(os.path.basename(config))[0]
             summary.append(
                 f"{algo}: updates/s eager-1-thread {base:.1f}, best {top:.1f} "

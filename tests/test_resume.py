@@ -236,12 +236,13 @@ class _ReplayAtEnd(Callback):
         self.rows, self.write_ptr = replay.rows.clone(), replay.write_ptr
 
 
-def _fit_offpolicy(root: Path, ckpt_path: Path | None = None):
+def _fit_offpolicy(root: Path, precision: str, ckpt_path: Path | None = None):
     model, data = _build_offpolicy()
     replay = _ReplayAtEnd()
     trainer = Trainer(
         max_steps=2 * N,
         accelerator="cpu",
+        precision=precision,
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -259,12 +260,13 @@ def _fit_offpolicy(root: Path, ckpt_path: Path | None = None):
     return model, data, trainer, replay
 
 
-@pytest.fixture(scope="module")
-def offpolicy_runs(tmp_path_factory):
+# bf16-mixed: the shipped off-policy configs train under CPU autocast.
+@pytest.fixture(scope="module", params=["32-true", "bf16-mixed"])
+def offpolicy_runs(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("resume_offpolicy")
-    straight = _fit_offpolicy(root / "straight")
+    straight = _fit_offpolicy(root / "straight", request.param)
     checkpoint = root / "straight" / "checkpoints" / f"epoch=0-step={N}.ckpt"
-    resumed = _fit_offpolicy(root / "resumed", ckpt_path=checkpoint)
+    resumed = _fit_offpolicy(root / "resumed", request.param, ckpt_path=checkpoint)
     return {"straight": straight, "resumed": resumed, "root": root}
 
 

@@ -216,6 +216,31 @@ def test_trainer_trains_under_bf16_mixed_precision(tmp_path, cls):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+@pytest.mark.parametrize("cls", ALGOS)
+def test_bf16_autocast_losses_and_gradients_stay_within_bf16_rounding_of_fp32(cls):
+    # What precision="bf16-mixed" runs: the losses under CPU autocast. Tolerance: loss 1 %
+    # (+1e-3), gradient 3 % of its fp32 norm over all of a network's parameters (measured <= 1 %
+    # here, 4 % at the shipped 256x256 critics).
+    torch.manual_seed(0)
+    model = _model(cls)
+    batch = random_batch(torch.Generator().manual_seed(0), 64)
+    model._update_normalizers(batch["obs"], batch["critic_obs"])
+    minibatch = model._prepare(batch)
+    for loss_fn, network in ((model._critic_loss, model.critic), (model._actor_loss, model.actor)):
+        params = list(network.parameters())
+        results = []
+        for bf16 in (False, True):
+            torch.manual_seed(0)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss, _ = loss_fn(minibatch)
+            grads = torch.autograd.grad(loss, params)
+            results.append((loss.detach(), torch.cat([g.flatten() for g in grads])))
+        (loss32, grad32), (loss16, grad16) = results
+        assert loss16.dtype == torch.float32
+        torch.testing.assert_close(loss16, loss32, rtol=1e-2, atol=1e-3)
+        assert (grad16 - grad32).norm() <= 0.03 * grad32.norm()
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [
