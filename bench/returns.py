@@ -212,6 +212,7 @@ def main() -> None:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="returns-")
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
     config = args.config
     if args.env_steps is not None or args.seconds is not None:
         config = config_with_budget(config, args.env_steps, log_dir)
