@@ -63,6 +63,18 @@ def test_play_writes_a_gif_of_every_kth_step_up_to_max_frames(
     assert f"({expected} frames recorded)" in capsys.readouterr().out
 
 
+def test_play_unknown_camera_is_one_line_naming_the_models_cameras(
+    appo_cartpole_run, tmp_path, capsys
+):
+    out = tmp_path / "cartpole.gif"
+    status = main(["--ckpt_path", "last", "--run_dir", str(appo_cartpole_run),
+                   "--num_envs", "1", "--episodes", "1", "--gif", str(out),
+                   "--camera", "nope", "--width", "80", "--height", "60"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "'fixed'" in err, err
+    assert not out.exists()
+
+
 def test_play_scores_above_a_random_policy_after_a_short_fit(appo_cartpole_run):
     run = load_trained_run("last", appo_cartpole_run)
     trained = play(run, num_envs=4, episodes=4, seed=3)
