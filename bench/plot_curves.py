@@ -1,27 +1,28 @@
-"""Learning curves of finished runs: return against wall-clock and against env steps.
+"""Learning curves of finished runs in one compact grid: a panel per run, Train and Eval return.
 
-Reads each run's TensorBoard event file (``bench/returns.py --log-dir DIR`` keeps one; so does
-any ``fit`` with a TensorBoardLogger) with tensorboard's ``EventAccumulator`` and draws one
-figure per run: ``Train/mean_reward`` (the exploring policy's recent episodes) and, where the
-run logged it, ``Eval/mean_reward`` (``callbacks.PolicyEvaluator``'s deterministic policy),
-against seconds since the run's first event (left) and ``Train/learned_env_steps`` (right).
+Each panel shows the return against wall-clock (default) or against env steps. Reads each run's TensorBoard event file (``bench/returns.py --log-dir DIR`` keeps one; so does
+any ``fit`` with a TensorBoardLogger) with tensorboard's ``EventAccumulator`` and draws
+``Train/mean_reward`` (the exploring policy's recent episodes) and, where the run logged it,
+``Eval/mean_reward`` (``callbacks.PolicyEvaluator``'s deterministic policy) against minutes
+since the run's first event, or against ``Train/learned_env_steps`` with ``--by env_steps``.
 
     python bench/returns.py configs/appo.yaml --log-dir /tmp/appo-run
-    python bench/plot_curves.py /tmp/appo-run --labels configs/appo.yaml --out docs/curves.png
-
-Several runs give one figure each, stacked in one PNG.
+    python bench/plot_curves.py /tmp/appo-run /tmp/td3-run --labels appo.yaml fast_td3.yaml \
+        --out docs/curves.png
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 from pathlib import Path
 
 from returns import read_curve
 
 TRAIN_KEY = "Train/mean_reward"
 EVAL_KEY = "Eval/mean_reward"
+BY = ("time", "env_steps")
 
 
 def run_curves(log_dir: str) -> dict[str, list[tuple[float, int, float]]]:
@@ -43,29 +44,42 @@ def run_curves(log_dir: str) -> dict[str, list[tuple[float, int, float]]]:
     }
 
 
-def plot(log_dirs: list[str], labels: list[str], out: Path) -> None:
-    """Write ``out``: one row per run, return against seconds (left) and env steps (right)."""
+def plot(
+    log_dirs: list[str], labels: list[str], out: Path, columns: int = 3, by: str = "time"
+) -> None:
+    """Write ``out``: one panel per run, ``columns`` panels a row, return against ``by``.
+
+    Raises:
+        ValueError: If ``by`` is not one of ``BY`` or ``columns`` is smaller than 1.
+    """
+    if by not in BY or columns < 1:
+        raise ValueError(f"plot: by must be one of {BY} and columns >= 1, got {by!r}, {columns}")
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display needed
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(log_dirs), 2, figsize=(10, 3.2 * len(log_dirs)), squeeze=False)
-    for (by_time, by_steps), log_dir, label in zip(axes, log_dirs, labels, strict=True):
+    columns = min(columns, len(log_dirs))
+    rows = math.ceil(len(log_dirs) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.5 * rows), squeeze=False)
+    for ax, log_dir, label in zip(axes.flat, log_dirs, labels, strict=False):
         for tag, curve in run_curves(log_dir).items():
-            by_time.plot([s for s, _, _ in curve], [v for _, _, v in curve], label=tag)
-            counted = [(n, v) for _, n, v in curve if n >= 0]
-            by_steps.plot([n for n, _ in counted], [v for _, v in counted], label=tag)
-        by_time.set_xlabel("seconds since the first logged return")
-        by_steps.set_xlabel("env steps the learner trained on")
-        for ax in (by_time, by_steps):
-            ax.set_ylabel("return")
-            ax.set_title(label)
-            ax.grid(alpha=0.3)
-        by_steps.legend(loc="upper left")
+            if by == "time":
+                points = [(s / 60.0, v) for s, _, v in curve]
+            else:
+                points = [(n, v) for _, n, v in curve if n >= 0]
+            ax.plot([x for x, _ in points], [y for _, y in points], label=tag.split("/")[0])
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("minutes" if by == "time" else "env steps", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    for ax in list(axes.flat)[len(log_dirs) :]:
+        ax.set_visible(False)
+    axes[0, 0].set_ylabel("return", fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    fig.savefig(out, dpi=90)
     plt.close(fig)
 
 
@@ -74,11 +88,13 @@ def main() -> None:
     parser.add_argument("log_dirs", nargs="+", help="one event directory per run")
     parser.add_argument("--labels", nargs="*", default=None, help="a title per run")
     parser.add_argument("--out", type=Path, default=Path("curves.png"))
+    parser.add_argument("--columns", type=int, default=3, help="panels a row")
+    parser.add_argument("--by", choices=BY, default="time", help="the x axis")
     args = parser.parse_args()
     labels = args.labels or args.log_dirs
     if len(labels) != len(args.log_dirs):
         parser.error(f"{len(args.log_dirs)} log dirs but {len(labels)} labels")
-    plot(args.log_dirs, labels, args.out)
+    plot(args.log_dirs, labels, args.out, args.columns, args.by)
     print("wrote", args.out)
 
 

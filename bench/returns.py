@@ -16,6 +16,10 @@ a safety cap in the configs, is lifted either way. It prints:
 - env-steps/s over the whole run (last env-step count over its time since launch);
 - with ``--tags``, each chosen scalar (e.g. ``Episode/tracking_error_lin_vel``) at each mark.
 
+``--log-dir DIR`` keeps the whole run there, its checkpoints included, so that the trained
+policy can be filmed afterwards (``python -m unilab_lit.app.play --ckpt_path last --run_dir DIR
+--gif out.gif``; docs/play.md).
+
 The clock starts when the subprocess is launched, so interpreter, Lightning and collector
 start-up are part of every figure, as they are for a user. Record ``uptime`` next to the
 figures: on a shared machine they move with the load (the bench prints the load average at
@@ -212,6 +216,7 @@ def main() -> None:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="returns-")
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
     config = args.config
     if args.env_steps is not None or args.seconds is not None:
         config = config_with_budget(config, args.env_steps, log_dir)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import imageio.v2 as imageio
+import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
@@ -40,6 +41,38 @@ def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path)
     assert meta["size"] == (160, 120) and meta["fps"] == 50  # control_dt 0.02 s
     spread = np.stack(frames[::50]).astype(np.float32).std(axis=0).mean()
     assert spread > 1.0, "the frames are (nearly) all identical"
+
+
+@pytest.mark.parametrize(
+    ("stride", "max_frames", "expected"),
+    [("25", None, EPISODE_STEPS // 25), ("5", "12", 12)],
+)
+def test_play_writes_a_gif_of_every_kth_step_up_to_max_frames(
+    stride, max_frames, expected, appo_cartpole_run, tmp_path, capsys
+):
+    out = tmp_path / "cartpole.gif"
+    cap = [] if max_frames is None else ["--max_frames", max_frames]
+    status = main(["--ckpt_path", "last", "--run_dir", str(appo_cartpole_run),
+                   "--num_envs", "1", "--episodes", "1", "--gif", str(out),
+                   "--frame_stride", stride, *cap, "--width", "80", "--height", "60"])  # fmt: skip
+    assert status == 0, capsys.readouterr().err
+    frames = iio.imread(out, index=None)
+    assert frames.shape == (expected, 60, 80, 3)
+    # Real time / stride: a frame stands for `stride` control steps of 0.02 s.
+    assert iio.immeta(out)["duration"] == 20 * int(stride)
+    assert f"({expected} frames recorded)" in capsys.readouterr().out
+
+
+def test_play_unknown_camera_is_one_line_naming_the_models_cameras(
+    appo_cartpole_run, tmp_path, capsys
+):
+    out = tmp_path / "cartpole.gif"
+    status = main(["--ckpt_path", "last", "--run_dir", str(appo_cartpole_run),
+                   "--num_envs", "1", "--episodes", "1", "--gif", str(out),
+                   "--camera", "nope", "--width", "80", "--height", "60"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "'fixed'" in err, err
+    assert not out.exists()
 
 
 def test_play_scores_above_a_random_policy_after_a_short_fit(appo_cartpole_run):

@@ -1,10 +1,11 @@
-"""bench/plot_curves.py draws a PNG from a run's TensorBoard events."""
+"""bench/plot_curves.py draws a grid PNG from runs' TensorBoard events."""
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
 
+import imageio.v3 as iio
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
@@ -27,13 +28,18 @@ def _write_run(log_dir: Path, with_eval: bool) -> None:
     writer.close()
 
 
-def test_plot_curves_writes_one_png_for_runs_with_and_without_eval(plot_curves, tmp_path: Path):
+def test_plot_curves_draws_a_panel_per_run_in_a_grid_with_and_without_eval(
+    plot_curves, tmp_path: Path
+):
     _write_run(tmp_path / "a", with_eval=True)
     _write_run(tmp_path / "b", with_eval=False)
     curves = plot_curves.run_curves(str(tmp_path / "a"))
     assert set(curves) == {"Train/mean_reward", "Eval/mean_reward"}
     assert [steps for _, steps, _ in curves["Train/mean_reward"]] == [1000, 2000, 3000, 4000, 5000]
     assert set(plot_curves.run_curves(str(tmp_path / "b"))) == {"Train/mean_reward"}
-    out = tmp_path / "figs" / "curves.png"
-    plot_curves.plot([str(tmp_path / "a"), str(tmp_path / "b")], ["a", "b"], out)
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = [str(tmp_path / name) for name in ("a", "b", "a")]
+    for by in plot_curves.BY:
+        out = tmp_path / "figs" / f"curves-{by}.png"
+        plot_curves.plot(runs, ["a", "b", "a again"], out, columns=2, by=by)
+        # Three panels, two a row: a grid of 2 x 2 panels (3.4 x 2.5 inches each, 90 dpi).
+        assert iio.imread(out).shape[:2] == (450, 612)

@@ -62,3 +62,17 @@ def test_reset_without_stagger_gives_every_env_a_full_first_episode():
         lengths += info["episode"]["length"].tolist()
     env.close()
     assert lengths == [20.0] * 4
+
+
+def test_render_draws_the_floor_under_a_walker_past_the_planes_edge():
+    # gymnasium's HalfCheetah floor is a 40 m half-size plane; a good runner passes its edge.
+    env = make_env("HalfCheetah", 2, seed=0)
+    try:
+        env.reset(seed=0, stagger=False)
+        env.qpos[1, 0] += 60.0
+        frames = env.render([0, 1], 96, 64).astype(np.float32)
+    finally:
+        env.close()
+    floor = frames[:, 48:]  # the bottom quarter, below the walker
+    # The checker shows in both (a grey void past the edge has a std of ~9).
+    assert (floor.std(axis=(1, 2, 3)) > 40.0).all(), floor.std(axis=(1, 2, 3))

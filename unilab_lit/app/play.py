@@ -29,25 +29,35 @@ from unilab_lit.validation import check_arg
 
 @dataclass(frozen=True)
 class PlayOutputs:
-    """Files ``play`` writes after the episodes: an MP4 of env 0 and a PNG strip of its frames.
+    """Files ``play`` writes after the episodes: an MP4 and a GIF of env 0, a PNG strip of its frames.
 
     Args:
         video: MP4 path, or ``None``.
+        gif: Animated GIF path, or ``None``.
         strip: PNG path, or ``None``.
         strip_frames: Frames side by side in the strip.
         width: Frame width in pixels.
         height: Frame height in pixels.
+        frame_stride: Film every ``frame_stride``-th control step; the clips play at real
+            time divided by it.
+        max_frames: Frames to film at most; ``None`` films env 0's episodes in full.
+        camera: A camera of the task's model; ``None`` takes its first (a tracking camera
+            where it has none).
     """
 
     video: Path | None = None
+    gif: Path | None = None
     strip: Path | None = None
     strip_frames: int = 5
     width: int = 640
     height: int = 480
+    frame_stride: int = 1
+    max_frames: int | None = None
+    camera: str | None = None
 
     @property
     def wants_frames(self) -> bool:
-        return self.video is not None or self.strip is not None
+        return any(path is not None for path in (self.video, self.gif, self.strip))
 
 
 def play(
@@ -79,15 +89,26 @@ def play(
     task = run.task.with_frames() if outputs.wants_frames else run.task
     env = task.build(num_envs, seed=seed)
     try:
-        record = FrameRecording(outputs.width, outputs.height) if outputs.wants_frames else None
+        record = None
+        if outputs.wants_frames:
+            record = FrameRecording(
+                outputs.width,
+                outputs.height,
+                outputs.max_frames,
+                outputs.frame_stride,
+                outputs.camera,
+            )
         results = run_episodes(
             env, policy_actions(run.model, deterministic), episodes, seed=seed, record=record
         )
-        fps = 1.0 / env.spec.control_dt
+        # Real time divided by the stride: one frame stands for frame_stride control steps.
+        fps = 1.0 / (env.spec.control_dt * outputs.frame_stride)
     finally:
         env.close()
     if outputs.video is not None:
         video.write_mp4(outputs.video, results.frames, fps)
+    if outputs.gif is not None:
+        video.write_gif(outputs.gif, results.frames, fps)
     if outputs.strip is not None:
         video.write_png(outputs.strip, video.strip(results.frames, outputs.strip_frames))
     return results
@@ -97,16 +118,31 @@ def _parser() -> argparse.ArgumentParser:
     parser = checkpoint_parser(
         "python -m unilab_lit.app.play",
         "Run a trained policy from its checkpoint; print its mean return and "
-        "episode length; optionally film env 0 (MP4) or write a PNG strip of its frames.",
+        "episode length; optionally film env 0 (MP4, GIF) or write a PNG strip of its frames.",
     )
     parser.add_argument("--num_envs", type=int, default=16, help="envs stepped together")
     parser.add_argument("--episodes", type=int, default=16, help="episodes to run in all")
     parser.add_argument("--seed", type=int, default=0, help="seed of the envs' reset")
     parser.add_argument("--video", help="write env 0's episodes to this .mp4 file")
+    parser.add_argument("--gif", help="write env 0's episodes to this animated .gif file")
     parser.add_argument("--strip", help="write a .png strip of env 0's frames")
     parser.add_argument("--strip_frames", type=int, default=5, help="frames in the strip")
     parser.add_argument("--width", type=int, default=640, help="frame width in pixels")
     parser.add_argument("--height", type=int, default=480, help="frame height in pixels")
+    parser.add_argument(
+        "--frame_stride",
+        type=int,
+        default=1,
+        help="film every K-th control step (clips play at real time / K)",
+    )
+    parser.add_argument(
+        "--max_frames", type=int, default=None, help="frames to film at most (default: all)"
+    )
+    parser.add_argument(
+        "--camera",
+        default=None,
+        help="a camera of the task's model (default: its first; a tracking camera if it has none)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--deterministic",
@@ -128,15 +164,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 with a one-line ``error:`` on bad input)."""
     args = _parser().parse_args(argv)
     try:
-        for name in ("num_envs", "episodes", "strip_frames", "width", "height"):
+        for name in ("num_envs", "episodes", "strip_frames", "width", "height", "frame_stride"):
             if getattr(args, name) < 1:
                 raise OutputError(f"--{name} must be >= 1, got {getattr(args, name)}")
+        if args.max_frames is not None and args.max_frames < 1:
+            raise OutputError(f"--max_frames must be >= 1, got {args.max_frames}")
         outputs = PlayOutputs(
             video=None if args.video is None else check_output(args.video, ".mp4", "--video"),
+            gif=None if args.gif is None else check_output(args.gif, ".gif", "--gif"),
             strip=None if args.strip is None else check_output(args.strip, ".png", "--strip"),
             strip_frames=args.strip_frames,
             width=args.width,
             height=args.height,
+            frame_stride=args.frame_stride,
+            max_frames=args.max_frames,
+            camera=args.camera,
         )
         run = load_trained_run(args.ckpt_path, args.run_dir, args.config)
         results = play(
@@ -157,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"mean episode length {results.mean_length:.1f} over {len(results.returns)} "
         f"episodes ({mode})\n"
     )
-    for label, path in (("video", outputs.video), ("strip", outputs.strip)):
+    for label, path in (("video", outputs.video), ("gif", outputs.gif), ("strip", outputs.strip)):
         if path is not None:
             sys.stdout.write(f"{label}: {path} ({len(results.frames)} frames recorded)\n")
     return 0

@@ -44,18 +44,28 @@ def policy_actions(model: LightningModule, deterministic: bool = True) -> Act:
 
 @dataclass(frozen=True)
 class FrameRecording:
-    """Which frames :func:`run_episodes` renders: env 0's, one per step of its episodes.
+    """Which frames :func:`run_episodes` renders: env 0's, one every ``stride`` steps of its episodes.
+
+    Rendering dominates a filmed run under software OpenGL, so ``stride`` and ``max_frames``
+    are what keep a clip of a slow-to-draw robot cheap.
 
     Args:
         width: Frame width in pixels.
         height: Frame height in pixels.
         max_frames: Stop recording after this many frames; ``None`` records env 0's episodes
             in full.
+        stride: Render every ``stride``-th control step (>= 1), starting with the first.
+        camera: A camera of the task's model; ``None`` takes the env's default.
     """
 
     width: int = 640
     height: int = 480
     max_frames: int | None = None
+    stride: int = 1
+    camera: str | None = None
+
+    def __post_init__(self) -> None:
+        check_arg(self.stride >= 1, "stride", self.stride, ">= 1")
 
 
 @dataclass
@@ -140,11 +150,13 @@ def run_episodes(
     episode_metrics: dict[str, list[np.ndarray]] = {}
     frames: list[np.ndarray] = []
     obs = env.reset(seed=seed, stagger=False)
+    step = 0
     while (done_count < quota).any():
         if stop is not None and stop():
             return None
-        if record is not None and done_count[0] < quota[0] and not _full(frames, record):
-            frames.append(env.render([0], record.width, record.height)[0])
+        if record is not None and done_count[0] < quota[0] and _films(record, step, frames):
+            frames.append(env.render([0], record.width, record.height, record.camera)[0])
+        step += 1
         policy_obs = torch.as_tensor(obs[POLICY], device=device)
         actions = act(policy_obs).float().cpu().numpy()
         obs, _, _, _, info = env.step(actions)
@@ -171,5 +183,7 @@ def run_episodes(
     )
 
 
-def _full(frames: list[np.ndarray], record: FrameRecording) -> bool:
-    return record.max_frames is not None and len(frames) >= record.max_frames
+def _films(record: FrameRecording, step: int, frames: list[np.ndarray]) -> bool:
+    if step % record.stride:
+        return False
+    return record.max_frames is None or len(frames) < record.max_frames

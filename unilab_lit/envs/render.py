@@ -48,6 +48,9 @@ class BatchFrameRenderer:
         self._model = copy.copy(model)
         self._model.vis.global_.offwidth = max(self._model.vis.global_.offwidth, width)
         self._model.vis.global_.offheight = max(self._model.vis.global_.offheight, height)
+        # MuJoCo collides with every plane as infinite but draws it at its size: a walker that
+        # outruns the floor (gymnasium's 40 m for HalfCheetah) would run on into a grey void.
+        _infinite_planes(self._model)
         self._camera = self._resolve_camera(camera)
         self._batch = batch
         self._data = mujoco.MjData(self._model)
@@ -127,3 +130,21 @@ class CachedFrameRenderer:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+
+
+def _infinite_planes(model: mujoco.MjModel) -> None:
+    """Draw every finite plane of ``model`` infinite, its checker at the size it had.
+
+    A zero half-size draws a plane infinite; a non-uniform material repeats its texture per
+    plane, so its repeat count becomes the same count per metre.
+    """
+    rescaled: set[int] = set()
+    for geom in np.flatnonzero(model.geom_type == mujoco.mjtGeom.mjGEOM_PLANE):
+        size = model.geom_size[geom, :2].copy()
+        if (size <= 0).any():
+            continue
+        model.geom_size[geom, :2] = 0.0
+        material = int(model.geom_matid[geom])
+        if material >= 0 and not model.mat_texuniform[material] and material not in rescaled:
+            model.mat_texrepeat[material] = model.mat_texrepeat[material] / (2 * size)
+            rescaled.add(material)

@@ -1,4 +1,4 @@
-"""Files from RGB frames: MP4 (imageio with imageio-ffmpeg), a PNG strip, animated GIF bytes."""
+"""Files from RGB frames: MP4 (imageio with imageio-ffmpeg), a PNG strip, an animated GIF."""
 
 from __future__ import annotations
 
@@ -62,6 +62,29 @@ def write_png(path: str | Path, image: np.ndarray) -> None:
 
 
 def gif_bytes(frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> bytes:
-    """An endlessly looping animated GIF of ``frames`` at ``fps`` (what TensorBoard shows as video)."""
+    """An endlessly looping animated GIF of ``frames`` at ``fps`` (what TensorBoard shows as video).
+
+    Raises:
+        ValueError: If there are no frames or ``fps`` is not positive.
+    """
+    if len(frames) == 0:
+        raise ValueError("gif: no frames to write")
+    check_arg(fps > 0, "gif: fps", fps, "> 0")
     stacked = np.stack([np.asarray(frame, dtype=np.uint8) for frame in frames])
     return iio.imwrite("<bytes>", stacked, extension=".gif", duration=1000.0 / fps, loop=0)
+
+
+def write_gif(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> None:
+    """Write :func:`gif_bytes` of ``frames`` to ``path`` (the GIFs a README shows).
+
+    Raises:
+        ValueError: If there are no frames or ``fps`` is not positive.
+        OSError: If the file cannot be written (a half-written one is removed).
+    """
+    data = gif_bytes(frames, fps)
+    path = Path(path)
+    try:
+        path.write_bytes(data)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
