@@ -71,6 +71,8 @@ def test_cli_resume_continues_tensorboard_and_csv_curves_in_their_run_directorie
     resumed = run_cli([*common, "--trainer.max_steps=6", "--ckpt_path=last"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "Restored all states from the checkpoint" in resumed.stderr
+    # Lightning's note on a non-empty checkpoint directory is about fresh runs, not a resume.
+    assert "exists and is not empty" not in resumed.stderr
     # No new version directory: each logger went on in the one it had.
     assert sorted(p.name for p in (runs / "appo").iterdir()) == version_dirs
     (tb_dir,) = {p.parent for p in runs.rglob("events.out.tfevents*")}

@@ -115,6 +115,7 @@ _NOT_APPLICABLE_WARNINGS = (
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",
 )
 _LITLOGGER_TIP = "💡 Tip: For seamless cloud logging and experiment tracking"
+_RESUMED_DIRECTORY_NOTE = r"Checkpoint directory .* exists and is not empty"
 
 
 class _DropLitLoggerTip(logging.Filter):
@@ -330,6 +331,9 @@ class UnilabCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
             continue_run_directory(self.config.fit)
+            if self.config.fit.get("ckpt_path") is not None:
+                # A resumed run writes into its own checkpoint directory, which is not empty.
+                warnings.filterwarnings("ignore", message=_RESUMED_DIRECTORY_NOTE)
 
     @override
     def before_fit(self) -> None:
