@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import imageio.v2 as imageio
@@ -25,16 +26,29 @@ def write_mp4(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: 
         ValueError: If there are no frames or ``fps`` is not positive.
         OSError: If the file cannot be written.
     """
-    if len(frames) == 0:
-        raise ValueError("write_mp4: no frames to write")
-    check_arg(fps > 0, "write_mp4: fps", fps, "> 0")
+    _check_clip("write_mp4", frames, fps)
     path = Path(path)
-    try:
-        with imageio.get_writer(
+    with (
+        _removed_on_failure(path),
+        imageio.get_writer(
             path, format="FFMPEG", mode="I", fps=fps, codec="libx264", macro_block_size=_MACRO_BLOCK
-        ) as writer:
-            for frame in frames:
-                writer.append_data(np.asarray(frame, dtype=np.uint8))
+        ) as writer,
+    ):
+        for frame in frames:
+            writer.append_data(np.asarray(frame, dtype=np.uint8))
+
+
+def _check_clip(name: str, frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> None:
+    if len(frames) == 0:
+        raise ValueError(f"{name}: no frames to write")
+    check_arg(fps > 0, f"{name}: fps", fps, "> 0")
+
+
+@contextlib.contextmanager
+def _removed_on_failure(path: Path) -> Iterator[None]:
+    """Removes ``path`` if the block fails, so a failed write leaves no half-written file."""
+    try:
+        yield
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -67,9 +81,7 @@ def gif_bytes(frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> bytes:
     Raises:
         ValueError: If there are no frames or ``fps`` is not positive.
     """
-    if len(frames) == 0:
-        raise ValueError("gif: no frames to write")
-    check_arg(fps > 0, "gif: fps", fps, "> 0")
+    _check_clip("gif", frames, fps)
     stacked = np.stack([np.asarray(frame, dtype=np.uint8) for frame in frames])
     return iio.imwrite("<bytes>", stacked, extension=".gif", duration=1000.0 / fps, loop=0)
 
@@ -83,8 +95,5 @@ def write_gif(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: 
     """
     data = gif_bytes(frames, fps)
     path = Path(path)
-    try:
+    with _removed_on_failure(path):
         path.write_bytes(data)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
