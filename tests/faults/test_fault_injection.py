@@ -264,8 +264,10 @@ def test_sigterm_while_the_learner_waits_on_a_hung_collector_exits_143_within_se
 
 
 @pytest.mark.slow
+# appo.yaml's own free-running collection, and the synchronous mode.
+@pytest.mark.parametrize("synchronous", [False, True], ids=["free_running", "synchronous"])
 def test_sigterm_during_an_evaluation_abandons_it_and_exits_143_within_seconds(
-    tmp_path, marked_env
+    synchronous, tmp_path, marked_env
 ):
     env, mark = marked_env
     runs, probe = tmp_path / "runs", tmp_path / "step"
@@ -277,7 +279,7 @@ def test_sigterm_during_an_evaluation_abandons_it_and_exits_143_within_seconds(
         "--trainer.callbacks.num_envs=1",
         f"--trainer.callbacks.task={task}",
     )
-    tiny = [*APPO_TINY, "--data.init_args.synchronous=true"]
+    tiny = [*APPO_TINY, f"--data.init_args.synchronous={str(synchronous).lower()}"]
     proc = _start_training("configs/appo.yaml", tiny, env, tmp_path, 2, evaluator)
     # Inside step 2's evaluation: one episode of a million steps.
     _, returncode = _sigterm_learner(proc, probe, 1.0)
