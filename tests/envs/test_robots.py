@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import shutil
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -124,6 +125,25 @@ def test_standing_keyframe_holds_under_zero_action(robot_models, task, seconds):
         assert not (terminated | truncated).any()
         assert info["nonfinite_resets"] == 0
         assert np.all(np.abs(env.qpos[:, 2] - home_height) < 0.05)
+
+
+@pytest.mark.parametrize(("task", "folder", "policy", "critic", "actions"), ROBOTS)
+def test_default_camera_has_the_robot_centred_from_the_first_frame(
+    robot_models, task, folder, policy, critic, actions
+):
+    # Where the renderer's default camera (the model's first) sees the robot's centre of mass,
+    # in the state a frame is drawn from (Menagerie's Go1 camera: 0.15 of the frame above centre).
+    env = task(num_envs=1, seed=0)
+    env.reset(seed=0, stagger=False)
+    data = mujoco.MjData(env.model)
+    rng = np.random.default_rng(0)
+    for step in range(11):
+        if step in (0, 10):
+            env.batch.get_data(0, data)
+            mujoco.mj_forward(env.model, data)
+            seen = data.cam_xmat[0].reshape(3, 3).T @ (data.subtree_com[0] - data.cam_xpos[0])
+            np.testing.assert_allclose(seen[:2] / -seen[2], 0.0, atol=1e-9)
+        env.step(rng.uniform(-1, 1, (1, actions)).astype(np.float32))
 
 
 @pytest.mark.parametrize(("task", "folder", "policy", "critic", "actions"), ROBOTS)

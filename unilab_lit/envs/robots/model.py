@@ -4,8 +4,9 @@ The MJCF files carry bodies, joints and meshes only. :func:`build_robot` adds, w
 ``mujoco.MjSpec``, what a task needs: a position actuator per joint with the stiffness,
 damping, armature and effort limit of the motor that drives it (Unitree's rotor inertias and
 gear ratios, a 10 Hz natural frequency and a damping ratio of 2, as mjlab sizes them), a floor,
-a gyro on the base, one site per foot and the standing keyframe ``home``. Robot geoms touch the
-floor only (no self-collision), which keeps the contact solver cheap on CPU.
+a gyro on the base, one site per foot, the standing keyframe ``home`` and a camera that keeps the
+robot centred. Robot geoms touch the floor only (no self-collision), which keeps the contact
+solver cheap on CPU.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ SOFT_LIMIT_FACTOR = 0.9
 FLOOR = "floor"
 IMU_SITE = "unilab_imu"
 GYRO_SENSOR = "unilab_gyro"
+_TRACKING_CAMERA = "unilab_track"
+# Where the tracking camera sits, seen from the robot's centre of mass: model extents away,
+# 20 degrees up, from the front right of the world's x axis (resets draw the heading anyway).
+_CAMERA_EXTENTS = 2.0
+_CAMERA_ELEVATION = math.radians(20.0)
+_CAMERA_AZIMUTH = math.radians(-60.0)
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,7 @@ def _compile(spec: mujoco.MjSpec, robot: RobotDescription) -> RobotModel:
     if home.size != model.nq:
         raise KeyError(f"expected a free base and {len(names)} hinges, got nq={model.nq}")
     spec.add_key(name="home", qpos=home.tolist(), ctrl=default.tolist())
+    _add_tracking_camera(spec, model)
     model = spec.compile()
 
     ranges = model.jnt_range[joint_ids]
@@ -213,6 +221,41 @@ def _add_floor(spec: mujoco.MjSpec) -> None:
     )
     spec.worldbody.add_light(
         pos=[0.0, 0.0, 3.0], dir=[0.0, 0.0, -1.0], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
+    )
+
+
+def _add_tracking_camera(spec: mujoco.MjSpec, model: mujoco.MjModel) -> None:
+    """A camera that looks at the robot's centre of mass from a fixed offset and moves with it,
+    so the robot is centred in every frame. It is the model's first camera (world cameras come
+    before body cameras, and Menagerie's files have none), so ``play`` films with it by default.
+
+    Menagerie's ``tracking`` cameras follow the centre of mass too, but aim below it, at the
+    middle of the straight-legged pose the XML is drawn in; with the legs bent for ``home`` that
+    aim point is near the floor and the robot sits high and to one side of the frame.
+    """
+    data = mujoco.MjData(model)
+    # A world camera in trackcom mode keeps its offset from the world's centre of mass (the
+    # robot's: nothing else has mass) as compiled at qpos0; placing it from qpos0's centre of
+    # mass makes that offset exactly the one chosen here.
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_comPos(model, data)
+    back = np.array(
+        [
+            math.cos(_CAMERA_ELEVATION) * math.cos(_CAMERA_AZIMUTH),
+            math.cos(_CAMERA_ELEVATION) * math.sin(_CAMERA_AZIMUTH),
+            math.sin(_CAMERA_ELEVATION),
+        ]
+    )
+    right = np.cross([0.0, 0.0, 1.0], back)
+    right /= np.linalg.norm(right)
+    axes = np.column_stack([right, np.cross(back, right), back])  # camera x, y, z (z backward)
+    quat = np.empty(4)
+    mujoco.mju_mat2Quat(quat, axes.flatten())
+    spec.worldbody.add_camera(
+        name=_TRACKING_CAMERA,
+        mode=mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM,
+        pos=(data.subtree_com[0] + _CAMERA_EXTENTS * model.stat.extent * back).tolist(),
+        quat=quat.tolist(),
     )
 
 
