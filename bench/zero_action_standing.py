@@ -8,7 +8,13 @@ mjlab's simulation settings (0.005 s steps, 10 solver and 20 line-search iterati
 friction 0.6 and priority, every other geom frictionless). For the G1 the same with
 every leg and waist gain scaled (stiffness, effort limit and damping at the same damping ratio),
 with the ankles alone scaled, and with the leg gains of Unitree's RL deployments (hip 100, knee
-150, ankle 40 N m/rad), to show what a PD needs to hold the humanoid up.
+150, ankle 40 N m/rad), to show what a PD needs to hold the humanoid up. Last, why: the
+stiffness of the G1's sagittal posture with both feet held flat where ``home`` puts them (an
+ideal floor that neither slips nor lets a foot roll, so contact cannot be the cause): the
+Hessian of gravity's potential plus the PD springs over symmetric ankle-pitch, knee, hip-pitch
+and waist-pitch angles, at each leg-gain scale. A negative eigenvalue means no equilibrium
+near ``home`` is stable on those gains alone; the gradient is the torque gravity puts on those
+joints at ``home``, which the PDs must answer with a sag.
 
     python bench/zero_action_standing.py
 """
@@ -30,6 +36,8 @@ _BAND = 0.05  # m
 _LEGS_AND_WAIST = r".*_(hip|knee|ankle)_.*|waist_.*"
 _FEET = {Go1Joystick: r"[FR][LR]_foot_collision", G1Walk: r"(left|right)_foot[1-7]_collision"}
 _UNITREE_LEG_KP = ((r".*_hip_.*", 100.0), (r".*_knee_joint", 150.0), (r".*_ankle_.*", 40.0))
+_SAGITTAL = ("ankle pitch", r".*_ankle_pitch_joint"), ("knee", r".*_knee_joint")
+_SAGITTAL += ("hip pitch", r".*_hip_pitch_joint"), ("waist pitch", r"waist_pitch_joint")
 
 
 def _stand(env: LeggedRobotEnv, model: mujoco.MjModel) -> str:
@@ -94,6 +102,71 @@ def _clearance(env: LeggedRobotEnv) -> float:
     return min(mujoco.mj_geomDistance(model, data, floor, g, 1.0, None) for g in robot)
 
 
+def _sagittal_stiffness(env: LeggedRobotEnv, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Gradient (N m) and Hessian (N m/rad) of the potential energy at ``home`` over the
+    ``_SAGITTAL`` angles, both feet held at their ``home`` pose, leg gains x ``factor``."""
+    model, home = env.model, env.robot.home_qpos
+    data = mujoco.MjData(model)
+    groups = [_matching(env, pattern) for _, pattern in _SAGITTAL]
+    qpos_adr = [model.jnt_qposadr[model.actuator_trnid[ids, 0]] for ids in groups]
+    kp = [factor * model.actuator_gainprm[ids, 0] for ids in groups]
+    foot = model.body("left_ankle_roll_link").id
+    data.qpos[:] = home
+    mujoco.mj_kinematics(model, data)
+    foot_pos, foot_quat = data.xpos[foot].copy(), data.xquat[foot].copy()
+
+    def energy(angles: np.ndarray) -> float:
+        data.qpos[:] = home
+        data.qpos[:7] = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+        for adr, angle in zip(qpos_adr, angles, strict=True):
+            data.qpos[adr] += angle
+        mujoco.mj_kinematics(model, data)
+        # Move the base so that the left foot is back at its home pose (symmetric angles bring
+        # the right foot back with it).
+        inverse = np.empty(4)
+        mujoco.mju_negQuat(inverse, data.xquat[foot])
+        base_quat, base_mat = np.empty(4), np.empty(9)
+        mujoco.mju_mulQuat(base_quat, foot_quat, inverse)
+        mujoco.mju_quat2Mat(base_mat, base_quat)
+        data.qpos[:3] = foot_pos - base_mat.reshape(3, 3) @ data.xpos[foot]
+        data.qpos[3:7] = base_quat
+        mujoco.mj_kinematics(model, data)
+        gravity = -model.opt.gravity[2] * float(model.body_mass @ data.xipos[:, 2])
+        springs = sum(0.5 * k.sum() * a**2 for k, a in zip(kp, angles, strict=True))
+        return gravity + springs
+
+    n, eps = len(groups), 1e-4
+    steps = np.eye(n) * eps
+    gradient = np.array([(energy(e) - energy(-e)) / (2 * eps) for e in steps])
+    hessian = np.array(
+        [
+            [
+                (energy(a + b) - energy(a - b) - energy(b - a) + energy(-a - b)) / (4 * eps**2)
+                for b in steps
+            ]
+            for a in steps
+        ]
+    )
+    return gradient, hessian
+
+
+def _explain_g1(env: LeggedRobotEnv) -> None:
+    names = ", ".join(name for name, _ in _SAGITTAL)
+    print(f"  sagittal stiffness, feet held ({names}):")
+    for factor in (1, 2, 4, 8):
+        gradient, hessian = _sagittal_stiffness(env, factor)
+        eigenvalues = np.linalg.eigvalsh(hessian)
+        verdict = "unstable" if eigenvalues[0] < 0 else "stable"
+        print(f"    x{factor}: eigenvalues {np.round(eigenvalues, 1)} N m/rad ({verdict})")
+        if factor == 1:
+            ankles = env.model.actuator_gainprm[_matching(env, _SAGITTAL[0][1]), 0].sum()
+            print(
+                f"    gravity's torque at home {np.round(-gradient, 1)} N m; tipping about the "
+                f"ankles alone: m g h {ankles - hessian[0, 0]:.0f} N m/rad against the ankle "
+                f"PDs' {ankles:.0f}"
+            )
+
+
 def main() -> None:
     for task in (Go1Joystick, G1Walk):
         env = task(num_envs=1, reset_joint_noise=0.0)
@@ -114,6 +187,7 @@ def main() -> None:
         print(f"  ankles alone x8: {_stand(env, _scaled(env, ankles))}")
         unitree = {i: kp for pattern, kp in _UNITREE_LEG_KP for i in _matching(env, pattern)}
         print(f"  Unitree's leg gains: {_stand(env, _scaled(env, unitree))}")
+        _explain_g1(env)
 
 
 if __name__ == "__main__":
