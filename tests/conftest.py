@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from unilab_lit.gl_backend import choose_headless_backend
+
+# Before any test module imports mujoco, which binds its GL backend on import: a module that
+# imports mujoco ahead of unilab_lit would otherwise leave later render tests on GLFW.
+choose_headless_backend()
+
 REPO = Path(__file__).resolve().parents[1]
 MARK_VAR = "UNILAB_LIT_TEST_MARK"
 
