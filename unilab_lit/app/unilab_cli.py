@@ -302,7 +302,8 @@ def _with_task_overrides(parser: LightningArgumentParser, args: list[str]) -> li
         merged_task_at = len(merged)
         data = {"init_args": {"collector": {"task": task}}}
         merged.append(
-            "--data=" + yaml.dump(data, Dumper=_FlowDumper, default_flow_style=True, width=1e9)
+            "--data="
+            + yaml.dump(data, Dumper=_FlowDumper, default_flow_style=True, width=1e9).rstrip()
         )
     return merged
 
