@@ -169,6 +169,11 @@ def test_print_config_round_trips(tmp_path, capsys):
         ),
         ("--data.init_args.ring_slots=1", "ring_slots must be >= 2, got 1"),
         ("--model.init_args.gamma=2", "gamma must be in (0, 1], got 2.0"),
+        (
+            "--data.init_args.collector.task.init_args.frame_skp=3",
+            "data.init_args.collector.task.init_args.frame_skp: CartpoleSwingup has no argument "
+            "'frame_skp'; did you mean frame_skip?",
+        ),
     ],
 )
 def test_bad_config_fails_before_training_with_one_line_reason(override, reason):
@@ -178,6 +183,74 @@ def test_bad_config_fails_before_training_with_one_line_reason(override, reason)
     line = refused.value.code
     assert isinstance(line, str) and "\n" not in line, line
     assert line.startswith("error: invalid config: ") and reason in line
+
+
+GO1_CONFIG = str(REPO / "configs" / "appo_go1.yaml")
+TASK = "--data.init_args.collector.task"
+
+
+def _printed_task(*overrides: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    printed = cli_output(["fit", "--config", GO1_CONFIG, *overrides, "--print_config"], capsys)
+    return yaml.safe_load(printed)["data"]["init_args"]["collector"]["task"]
+
+
+def test_task_argument_overrides_merge_into_the_config_files_task(capsys):
+    task = _printed_task(
+        f'{TASK}.init_args.reward_weights={{"tracking_ang_vel": 1.0}}',
+        f"{TASK}.init_args.randomization.push_velocity=0.3",
+        "--data.init_args.num_steps=8",
+        f"{TASK}.init_args.randomization.obs_noise.ang_vel=0.1",
+        capsys=capsys,
+    )
+    assert task["class_path"] == "Go1Joystick"
+    args = task["init_args"]
+    assert args["reward_weights"] == {"tracking_ang_vel": 1.0}
+    # The file's other arguments, and the other keys of the changed ones, stay.
+    assert args["action_scale_factor"] == 0.5
+    assert args["randomization"]["push_velocity"] == 0.3
+    assert args["randomization"]["friction_range"] == [0.5, 1.25]
+    assert args["randomization"]["obs_noise"] == {
+        "ang_vel": 0.1, "projected_gravity": 0.05, "joint_pos": 0.01, "joint_vel": 1.5
+    }  # fmt: skip
+    assert (
+        _printed_task(f"{TASK}.init_args.randomization=null", capsys=capsys)["init_args"][
+            "randomization"
+        ]
+        is None
+    )
+
+
+def test_task_class_path_override_replaces_the_task(capsys):
+    task = _printed_task(f"{TASK}.class_path=CartpoleSwingup", capsys=capsys)
+    assert task == {
+        "class_path": "CartpoleSwingup",
+        "init_args": {"frame_skip": 2, "max_episode_steps": 500, "reset_noise_scale": 0.01},
+    }
+    task = _printed_task(f"{TASK}=CartpoleSwingup", f"{TASK}.init_args.frame_skip=4", capsys=capsys)
+    assert task["init_args"]["frame_skip"] == 4
+
+
+def test_task_argument_override_reaches_the_built_task():
+    cli = UnilabCLI(
+        args=[
+            "--config", str(REPO / "configs" / "appo.yaml"),
+            f"{TASK}.init_args.frame_skip=3",
+            "--data.init_args.collector.num_envs=2",
+            "--trainer.logger=false",
+        ],
+        run=False,
+    )  # fmt: skip
+    task = cli.datamodule.collector.task
+    assert task.init_args["frame_skip"] == 3
+    assert task.build(1).frame_skip == 3
+
+
+def test_task_argument_override_before_the_config_is_refused_in_one_line():
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(args=["fit", f"{TASK}.init_args.frame_skip=3", "--config", GO1_CONFIG])
+    line = refused.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert line.startswith(f"error: invalid config: {TASK[2:]}.init_args.frame_skip: the arguments")
 
 
 def test_refused_cli_exits_1_with_the_reason_last_no_traceback_and_leaves_nothing(marked_env):
