@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import importlib
 import logging
-import re
 import shutil
 import signal
 import sys
@@ -15,8 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-from jsonargparse import ActionConfigFile, get_loader
+from jsonargparse import ActionConfigFile
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
@@ -40,6 +37,7 @@ from unilab_lit.app.resume import (
 )
 from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.step_progress_bar import StepProgressBar
+from unilab_lit.app.task_overrides import with_task_overrides
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
@@ -190,124 +188,6 @@ def _root_message(err: BaseException) -> str:
     return str(err)
 
 
-# ``--data.init_args.collector.task.init_args.<arg>[.<key>...]`` (``init_args.`` optional, as
-# jsonargparse allows for a class path's arguments) and ``...task.class_path``.
-_TASK_KEY = "data.init_args.collector.task"
-_TASK_OPTION = re.compile(
-    r"--data\.(?:init_args\.)?collector\.task\.(?:init_args\.)?(?P<key>[\w.]+)"
-)
-_PRINT_CONFIG = "--print_config"
-
-
-class _FlowDumper(yaml.SafeDumper):
-    """One-line YAML of a task's arguments: YAML, unlike JSON, spells ``.inf`` and ``.nan``."""
-
-
-_FlowDumper.add_representer(tuple, _FlowDumper.represent_list)
-
-
-def _task_override(args: list[str], i: int) -> tuple[str, str, int] | None:
-    """(the key under the task, its value, how many arguments it spans) if ``args[i]`` sets one
-    argument of the task, else ``None``."""
-    option, equals, value = args[i].partition("=")
-    match = _TASK_OPTION.fullmatch(option)
-    if match is None:
-        return None
-    if equals:
-        return match["key"], value, 1
-    if i + 1 < len(args):
-        return match["key"], args[i + 1], 2
-    return None  # no value: the parser reports it
-
-
-def _without_print_config(args: list[str]) -> list[str]:
-    kept: list[str] = []
-    for arg in args:
-        if kept and kept[-1] == _PRINT_CONFIG and not arg.startswith("-"):
-            continue  # its flags: ``--print_config skip_null``
-        kept.append(arg)
-    return [arg for arg in kept if arg.partition("=")[0] != _PRINT_CONFIG]
-
-
-def _task_before(parser: LightningArgumentParser, args: list[str], option: str) -> TaskSpec:
-    """The task that ``args`` (config files and arguments before an override) give."""
-    try:
-        config = parser.parse_args(_without_print_config(args))  # only the last parse prints
-    except SystemExit as err:
-        reason = str(err.code).removeprefix(PREFIX)
-        raise SystemExit(
-            f"{PREFIX}{option}: the arguments before it do not parse: {reason}"
-        ) from None
-    task = config.get(str(config.get("subcommand")), config).get(_TASK_KEY)
-    if task is None:
-        raise SystemExit(
-            f"{PREFIX}{option}: no task before it to change; give the config or task first"
-        )
-    return task
-
-
-def _with_key(mapping: Any, names: list[str], value: Any) -> Any:
-    """A copy of ``mapping`` with the key path ``names`` set to ``value``. A value in class-path
-    form (``{class_path, init_args}``, how the parser holds a dataclass argument) takes the keys
-    of its ``init_args``, as jsonargparse's ``--model.lr`` does."""
-    if not names:
-        return value
-    copy = dict(mapping) if isinstance(mapping, dict) else {}
-    if "init_args" in copy and names[0] not in ("class_path", "init_args"):
-        names = ["init_args", *names]
-    copy[names[0]] = _with_key(copy.get(names[0]), names[1:], value)
-    return copy
-
-
-def _with_task_overrides(parser: LightningArgumentParser, args: list[str]) -> list[str]:
-    """``args`` with the task-argument overrides merged into the task they change.
-
-    ``--data.init_args.collector.task.init_args.<arg>=<value>`` (or a key inside a mapping or
-    dataclass argument, ``...randomization.push_velocity=0.3``) changes one argument of the task
-    the config files and earlier arguments give. jsonargparse hands a registered type
-    (:class:`TaskSpec`) such a key without the value it changes, so the merge happens here: each
-    run of overrides becomes, in its place, the whole changed task, which the parser checks as it
-    checks a config file's task. It is given as ``--data={init_args: {collector: {task: ...}}}``
-    (merged into the data module's arguments): under ``--data.init_args...`` jsonargparse would
-    turn the parsed value back into a string with ``str``, and ``None`` into ``'None'``.
-    ``...task.class_path=X`` replaces the task, as ``...task=X`` does.
-    """
-    merged: list[str] = []
-    task: dict[str, Any] = {}
-    merged_task_at = -1  # where the last merged task is in ``merged``
-    i = 0
-    while i < len(args):
-        override = _task_override(args, i)
-        if override is None:
-            merged.append(args[i])
-            i += 1
-            continue
-        key, value, used = override
-        option = args[i].partition("=")[0].removeprefix("--")
-        i += used
-        if key == "class_path":
-            merged.append(f"--{_TASK_KEY}={value}")
-            continue
-        if merged_task_at == len(merged) - 1:
-            merged.pop()  # the override before this one: add to its task
-        else:
-            task = _task_before(parser, merged, option).to_config()
-        loaded: Any = value
-        with contextlib.suppress(yaml.YAMLError):  # not YAML: the string, as jsonargparse takes it
-            loaded = get_loader(parser.parser_mode)(value)
-        if key == "init_args" and isinstance(loaded, dict):
-            task["init_args"].update(loaded)
-        else:
-            task["init_args"] = _with_key(task["init_args"], key.split("."), loaded)
-        merged_task_at = len(merged)
-        data = {"init_args": {"collector": {"task": task}}}
-        merged.append(
-            "--data="
-            + yaml.dump(data, Dumper=_FlowDumper, default_flow_style=True, width=1e9).rstrip()
-        )
-    return merged
-
-
 class _ConfigFile(ActionConfigFile):
     """``--config``: a file, or the name of a shipped config (:func:`~unilab_lit.app.cli_io.find_config`)."""
 
@@ -355,7 +235,7 @@ class UnilabCLI(LightningCLI):
     the ``play`` / ``export`` commands for its last checkpoint. ``fit`` is the only subcommand,
     and ``--config`` also takes a shipped config's name (``appo.yaml``).
     ``--data.init_args.collector.task.init_args.<arg>=<value>`` changes one argument of the task
-    the config gives (:func:`_with_task_overrides`).
+    the config gives (:func:`~unilab_lit.app.task_overrides.with_task_overrides`).
 
     Callbacks: the trainer gets each of :data:`DEFAULT_CALLBACKS` the config lacks; a config's own
     instance of that class (or a subclass) wins with its settings. Configs list only changes.
@@ -414,7 +294,7 @@ class UnilabCLI(LightningCLI):
         merged = command_line
         if isinstance(command_line, list):
             check_yaml_files(config_files(command_line))
-            merged = _with_task_overrides(parser, command_line)
+            merged = with_task_overrides(parser, command_line)
         if merged == command_line:
             super().parse_arguments(parser, args)
         else:  # as LightningCLI parses; its warning about args given with sys.argv does not apply
