@@ -15,8 +15,12 @@ was last on; then the fit's learner iterations/s.
   threads, moved as they appear) on core 1;
 - ``collector``: only the collector on core 1, the learner free.
 
+``--collector-priority`` lowers the collector's threads (as they appear): ``nice`` (nice 19) or
+``idle`` (``SCHED_IDLE``: runs only on a core nothing else wants).
+
     python bench/fit_threads.py configs/fast_td3.yaml --setting eager-1
     python bench/fit_threads.py configs/fast_td3.yaml --setting eager-2 --place collector
+    python bench/fit_threads.py configs/fast_td3.yaml --setting eager-2 --collector-priority idle
 """
 
 from __future__ import annotations
@@ -73,6 +77,16 @@ def thread_stats(pid: int) -> dict[int, dict]:
     return stats
 
 
+def place(tid: int, core: int | None, priority: str) -> None:
+    """Move thread ``tid`` to ``core`` (``None``: leave it) at ``priority``."""
+    if core is not None:
+        os.sched_setaffinity(tid, {core})
+    if priority == "nice":
+        os.setpriority(os.PRIO_PROCESS, tid, 19)
+    elif priority == "idle":
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+
+
 def report(before: dict[int, dict], seconds: float) -> None:
     """Print each process's threads that ran or waited since ``before`` (pid -> thread_stats)."""
     for pid, threads in before.items():
@@ -108,6 +122,9 @@ def main() -> None:
     parser.add_argument("--sample-at", type=float, default=15.0, help="seconds after launch")
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--place", choices=("free", "apart", "collector"), default="free")
+    parser.add_argument(
+        "--collector-priority", choices=("normal", "nice", "idle"), default="normal"
+    )
     args = parser.parse_args()
     command = [sys.executable, str(Path(__file__).with_name("learner_speed.py"))]
     command += ["--configs", args.config, "--settings", "--fit-seconds", str(args.fit_seconds)]
@@ -121,11 +138,12 @@ def main() -> None:
     began, placed, before, sampled = time.monotonic(), set(), None, 0.0
     while fit.poll() is None:
         elapsed = time.monotonic() - began
-        if args.place != "free" and elapsed < _PLACE_FOR_S:
+        core = None if args.place == "free" else 1
+        if (core, args.collector_priority) != (None, "normal") and elapsed < _PLACE_FOR_S:
             for pid in children(fit.pid):
                 for tid in set(thread_stats(pid)) - placed:
                     try:
-                        os.sched_setaffinity(tid, {1})
+                        place(tid, core, args.collector_priority)
                     except ProcessLookupError:  # a thread that ended meanwhile
                         continue
                     placed.add(tid)
@@ -133,7 +151,10 @@ def main() -> None:
             before = {pid: thread_stats(pid) for pid in [fit.pid, *children(fit.pid)]}
             sampled = time.monotonic()
         elif before is not None and sampled and time.monotonic() - sampled >= args.sample_s:
-            print(f"{args.config} {args.setting}, place {args.place}, load {os.getloadavg()}:")
+            print(
+                f"{args.config} {args.setting}, place {args.place}, collector priority "
+                f"{args.collector_priority}, load {os.getloadavg()}:"
+            )
             report(before, time.monotonic() - sampled)
             sampled = 0.0
         time.sleep(_POLL_S)
