@@ -33,7 +33,9 @@ class CollectorOptions:
         learner_torch_threads: Torch intra-op threads of the learner process; ``None`` gives
             it the cores the collector does not use (at least one): a learner thread on a core
             the collector also runs on stalls every parallel op at its barrier, which costs
-            more than the second thread gains (``bench/learner_speed.py``, bench/README.md).
+            more than the second thread gains (the cores do not share vector units; measured
+            with ``bench/learner_speed.py``, ``core_sharing.py``, ``fit_threads.py``, in
+            bench/README.md).
 
     Raises:
         ValueError: if an option is out of range.
