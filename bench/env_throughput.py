@@ -1,11 +1,16 @@
 """Env-steps/s of our batched ``step`` next to raw ``mujoco.batch.Batch.step`` on the same model.
 
 For each task and batch size, both sides run the same model with the same substeps
-(``frame_skip``) and threads from the same initial states, alternating in short rounds so that
-load on a shared machine hits both alike. Ours: ``env.step`` with random actions in the action
-bounds (observation, reward, termination, auto-reset, episode accounting included). Raw: write
-the controls the task's action map makes of random actions and ``Batch.step(nstep=frame_skip)``,
-nothing else (no resets: raw robots that fall stay down). The ratio ours / raw is the fraction of raw physics throughput the env keeps.
+(``frame_skip``) and threads, alternating in short rounds so that load on a shared machine hits
+both alike. Ours: ``env.step`` with random actions in the action bounds (observation, reward,
+termination, auto-reset, episode accounting included). Raw: ``Batch.step(nstep=frame_skip)``
+alone, on the states ours stepped: each round of ours records the integration state, controls
+included, before each physics step (the copies left out of ours' timing), and the next round of
+raw writes them back one by one, untimed, before each timed step. The ratio ours / raw is the
+fraction of raw physics throughput the env keeps. The last column, raw free, is the old
+baseline: raw from ours' initial states with the controls the task's action map makes of random
+actions and no resets (robots that fall stay down), so raw / raw free shows what the simulated
+states cost.
 
     python bench/env_throughput.py
     python bench/env_throughput.py --tasks HalfCheetah --num-envs 1024 --seconds 2
@@ -27,16 +32,40 @@ ROUNDS = 3
 POOL = 16  # distinct random action arrays cycled through, so sampling stays out of the timing
 
 
-def _steps_per_second(step: Callable[[int], None], seconds: float) -> tuple[int, float]:
-    """Run ``step(i)`` for about ``seconds``; return (steps, elapsed)."""
+def _steps_per_second(step: Callable[[int], float], seconds: float) -> tuple[int, float]:
+    """Run ``step(i)``, which returns its timed seconds, until they sum to about ``seconds``;
+    return (steps, timed seconds)."""
     steps = 0
-    start = time.perf_counter()
     elapsed = 0.0
     while elapsed < seconds:
-        step(steps)
+        elapsed += step(steps)
         steps += 1
-        elapsed = time.perf_counter() - start
     return steps, elapsed
+
+
+def _timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+class _StateRecorder:
+    """Copies the integration state, controls included, of every simulation just before each
+    physics step of ``env`` into ``states``, and sums the copying time in ``seconds`` so that
+    ours' timing can leave it out."""
+
+    def __init__(self, env: BatchedMujocoEnv) -> None:
+        self.states: list[np.ndarray] = []
+        self.seconds = 0.0
+        simulate = env._simulate
+
+        def recording_simulate() -> None:
+            start = time.perf_counter()
+            self.states.append(env.batch.state.copy())
+            self.seconds += time.perf_counter() - start
+            simulate()
+
+        env._simulate = recording_simulate
 
 
 def _raw_controls(env: BatchedMujocoEnv, rng: np.random.Generator) -> list[np.ndarray]:
@@ -60,29 +89,39 @@ def bench_one(task: str, num_envs: int, threads: int, seconds: float, seed: int)
         rng.uniform(low, high, size=(num_envs, env.spec.action_size)).astype(np.float32)
         for _ in range(POOL)
     ]
-    raw = mj_batch.Batch(env.model, nsim=num_envs, nthread=threads)
-    raw.state[:] = env.batch.state
-    raw_ctrl = raw.bind("ctrl")
+    free = mj_batch.Batch(env.model, nsim=num_envs, nthread=threads)
+    free.state[:] = env.batch.state
+    free_ctrl = free.bind("ctrl")
     controls = _raw_controls(env, rng)
+    recorder = _StateRecorder(env)
+    raw = mj_batch.Batch(env.model, nsim=num_envs, nthread=threads)
 
-    def ours_step(i: int) -> None:
-        env.step(actions[i % POOL])
+    def ours_step(i: int) -> float:
+        copying = recorder.seconds
+        elapsed = _timed(lambda: env.step(actions[i % POOL]))
+        return elapsed - (recorder.seconds - copying)
 
-    def raw_step(i: int) -> None:
-        raw_ctrl[:] = controls[i % POOL]
-        raw.step(nstep=env.frame_skip)
+    def raw_step(i: int) -> float:
+        raw.state[:] = recorder.states[i % len(recorder.states)]
+        return _timed(lambda: raw.step(nstep=env.frame_skip))
 
-    ours_step(0)
-    raw_step(0)
-    totals = {"ours": [0, 0.0], "raw": [0, 0.0]}
+    def free_step(i: int) -> float:
+        free_ctrl[:] = controls[i % POOL]
+        return _timed(lambda: free.step(nstep=env.frame_skip))
+
+    sides = (("ours", ours_step), ("raw", raw_step), ("free", free_step))
+    for _, step in sides:
+        step(0)
+    totals = {name: [0, 0.0] for name, _ in sides}
     for _ in range(ROUNDS):
-        for name, step in (("ours", ours_step), ("raw", raw_step)):
+        for name, step in sides:
+            if name == "ours":
+                recorder.states.clear()
             steps, elapsed = _steps_per_second(step, seconds / ROUNDS)
             totals[name][0] += steps
             totals[name][1] += elapsed
     env.close()
-    ours = totals["ours"][0] * num_envs / totals["ours"][1]
-    raw_rate = totals["raw"][0] * num_envs / totals["raw"][1]
+    ours, raw_rate, free_rate = (totals[name][0] * num_envs / totals[name][1] for name, _ in sides)
     return {
         "task": task,
         "num_envs": num_envs,
@@ -91,6 +130,7 @@ def bench_one(task: str, num_envs: int, threads: int, seconds: float, seed: int)
         "ours": ours,
         "raw": raw_rate,
         "ratio": ours / raw_rate,
+        "free": free_rate,
     }
 
 
@@ -110,7 +150,7 @@ def main() -> None:
 
     header = (
         f"{'task':<18} {'envs':>5} {'thr':>3} {'fs':>3} "
-        f"{'ours env-steps/s':>17} {'raw env-steps/s':>16} {'ratio':>6}"
+        f"{'ours env-steps/s':>17} {'raw env-steps/s':>16} {'ratio':>6} {'raw free':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -120,7 +160,7 @@ def main() -> None:
             print(
                 f"{row['task']:<18} {row['num_envs']:>5} {row['threads']:>3} "
                 f"{row['frame_skip']:>3} {row['ours']:>17,.0f} {row['raw']:>16,.0f} "
-                f"{row['ratio']:>6.2f}",
+                f"{row['ratio']:>6.2f} {row['free']:>9,.0f}",
                 flush=True,
             )
 

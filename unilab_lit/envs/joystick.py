@@ -43,8 +43,18 @@ def rotate_to_body(quat: np.ndarray, vec: np.ndarray) -> np.ndarray:
     """
     w = quat[:, :1]
     u = -quat[:, 1:]  # the conjugate rotates world -> body
-    t = 2.0 * np.cross(u, vec)
-    return vec + w * t + np.cross(u, t)
+    t = 2.0 * _cross(u, vec)
+    return vec + w * t + _cross(u, t)
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.cross`` of 3-vectors along the last axis, bit for bit (the same products and
+    differences), without its axis shuffling, which cost a G1 step of 64 envs about 0.5 ms."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
 
 
 def up_z(quat: np.ndarray) -> np.ndarray:
