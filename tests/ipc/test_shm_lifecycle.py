@@ -73,10 +73,13 @@ def _run_owner(
     pid = int(line)
     assert len(list_segments(pid)) == 3
     if send is not None:
+        # The signal alone ends the owner (blocked on stdin): no "go" line races it, which under
+        # load let the owner read "go" and finish before it handled a late SIGINT (exit 0).
         os.kill(pid, send)
+        proc.wait(timeout=60)
     # communicate() returns once every holder of the pipes, the resource tracker included,
     # has exited, so anything the tracker would warn about is in stderr by then.
-    _, stderr = proc.communicate("go\n", timeout=60)
+    _, stderr = proc.communicate(None if send is not None else "go\n", timeout=60)
     return pid, proc.returncode, stderr
 
 
