@@ -33,6 +33,11 @@ OWNER = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
 
     if __name__ == "__main__":
+        # Python's own SIGINT handling, whatever the test process passed down: pytest started in
+        # the background by a non-interactive shell (`pytest &`, `nohup`) runs with SIGINT
+        # ignored, which the owner would inherit and outlive the signal.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         mode = sys.argv[1]
         weights = SharedWeights(1000)
         weights.publish(torch.zeros(1000))
@@ -73,8 +78,7 @@ def _run_owner(
     pid = int(line)
     assert len(list_segments(pid)) == 3
     if send is not None:
-        # The signal alone ends the owner (blocked on stdin): no "go" line races it, which under
-        # load let the owner read "go" and finish before it handled a late SIGINT (exit 0).
+        # The signal alone ends the owner (blocked on stdin): no "go" line it could read first.
         os.kill(pid, send)
         proc.wait(timeout=60)
     # communicate() returns once every holder of the pipes, the resource tracker included,
