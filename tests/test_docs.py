@@ -13,7 +13,9 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 MAX_HEADER_LINES = 12  # STYLE.md 14: what it trains, for which machine, the command, one result
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
-_CODE_PATH = re.compile(r"`((?:bench|callbacks|configs|docs|examples|tests|unilab_lit)/[\w./-]+\.\w+)`")
+_CODE_PATH = re.compile(
+    r"`((?:bench|callbacks|configs|docs|examples|tests|unilab_lit)/[\w./-]+\.\w+)`"
+)
 _FENCE = re.compile(r"^(```|~~~)")
 
 
