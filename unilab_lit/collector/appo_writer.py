@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import torch
 
-from unilab_lit.collector.rollout_gate import RolloutGate, RolloutGateHandle
 from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.futex import WAIT_SLICE_S
+from unilab_lit.ipc.rollout_gate import RolloutGate, RolloutGateHandle
 from unilab_lit.ipc.rollout_ring import RolloutRing, RolloutRingHandle, rollout_fields
 
 

@@ -11,8 +11,8 @@ from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.telemetry import tracing
 
 if TYPE_CHECKING:
-    from unilab_lit.collector.channel import MetricsChannel
-    from unilab_lit.collector.control import ControlBlock
+    from unilab_lit.ipc.channel import MetricsChannel
+    from unilab_lit.ipc.control import ControlBlock
 
 # Messages held for a reader that has not drained yet (drop-oldest beyond, like the channel).
 _INBOX_MESSAGES = 1024

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import torch
 
-from unilab_lit.collector.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
 from unilab_lit.collector.writer import Transition
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.futex import WAIT_SLICE_S
+from unilab_lit.ipc.lockstep import LockstepLink, LockstepLinkHandle, PackRequest
 from unilab_lit.ipc.replay_storage import ReplayStorage, ReplayStorageHandle, replay_columns
 from unilab_lit.telemetry import tracing
 from unilab_lit.validation import check_arg

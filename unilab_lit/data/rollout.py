@@ -18,12 +18,12 @@ from unilab_lit import distributed
 from unilab_lit.collector.appo_writer import AppoWriterSpec
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
-from unilab_lit.collector.rollout_gate import RolloutGate
 from unilab_lit.collector.transport import Transport, unlink_blocks
 from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.rollout_gate import RolloutGate
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 from unilab_lit.telemetry import tracing
 
@@ -217,7 +217,7 @@ class RolloutDataModule(CollectorDataModule):
         staging_capacity: Rollouts combined into one batch (>= 1). With more than one, the staged
             rollouts are part of every checkpoint, so a resumed run trains on the same ones.
         synchronous: Collect rollout ``k + 1`` only after iteration ``k`` has published its
-            weights (``unilab_lit.collector.rollout_gate``): no policy lag and a run that depends
+            weights (``unilab_lit.ipc.rollout_gate``): no policy lag and a run that depends
             only on its seeds (resume-equivalence tests, debugging), at the cost of the overlap
             of collection and learning.
 
