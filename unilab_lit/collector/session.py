@@ -12,12 +12,10 @@ from torch import nn
 from unilab_lit import distributed
 from unilab_lit.collector import state as collector_state
 from unilab_lit.collector.config import CollectorConfig, PolicyBuilder
-from unilab_lit.collector.inbox import CollectorInbox
-from unilab_lit.collector.link import CollectorLink
+from unilab_lit.collector.link import CollectorInbox, CollectorLink, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.transport import Transport, unlink_blocks
-from unilab_lit.data.feed_stats import FeedStats
 from unilab_lit.ipc.obs_stats import SharedObsStats
 from unilab_lit.ipc.reclaim import collector_dir_prefix
 from unilab_lit.ipc.versioned import NOT_PUBLISHED

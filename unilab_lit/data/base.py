@@ -4,28 +4,46 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch import Callback, LightningDataModule, LightningModule
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
+from callbacks.collector_sync import ObsNormSync, WeightSync
 from unilab_lit import distributed
-from unilab_lit.collector.link import CollectorLink
+from unilab_lit.collector.link import CollectorLink, FeedingDataset, FeedStats
 from unilab_lit.collector.memory_plan import check_memory_plan
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.session import CollectorSession
 from unilab_lit.collector.threads import limit_learner_threads
 from unilab_lit.collector.transport import Transport
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners
 from unilab_lit.ipc.weights import flat_size
+
+
+def with_publishers(callbacks: Sequence[Callback]) -> list[Callback]:
+    """``callbacks`` with a ``WeightSync`` and an ``ObsNormSync`` for whichever of the two it lacks.
+
+    The collector acts only after it received weights and statistics, so a run without them
+    would wait for data until ``data_timeout_s``. A trainer's own instance (of the class or a
+    subclass) keeps its settings. The added ones go before the checkpoint callbacks, which
+    Lightning keeps last.
+    """
+    missing = [
+        required()
+        for required in (WeightSync, ObsNormSync)
+        if not any(isinstance(callback, required) for callback in callbacks)
+    ]
+    at = next((i for i, c in enumerate(callbacks) if isinstance(c, Checkpoint)), len(callbacks))
+    return [*callbacks[:at], *missing, *callbacks[at:]]
 
 
 def _as_is(item: TensorDict) -> TensorDict:
@@ -36,8 +54,9 @@ def _as_is(item: TensorDict) -> TensorDict:
 class CollectorDataModule(LightningDataModule, ABC):
     """Runs a :class:`CollectorSession` from ``setup("fit")`` to ``teardown`` / ``on_exception``.
 
-    ``setup`` checks the model's ``training_step``, limits the learner's threads, and starts a
-    session with the subclass's transport (:meth:`_make_transport`) and the model's
+    ``setup`` adds the ``WeightSync`` / ``ObsNormSync`` the trainer lacks (:func:`with_publishers`;
+    this owns the trainer wiring of the collector, so a plain ``Trainer`` gets them too), checks
+    the model's ``training_step``, limits the learner's threads, and starts a session with the subclass's transport (:meth:`_make_transport`) and the model's
     ``collector_policy()``, ``collector_policy_spec()`` and ``obs_normalizer``. Callbacks reach
     the running session only through :attr:`collector_link`.
 
@@ -119,6 +138,7 @@ class CollectorDataModule(LightningDataModule, ABC):
     @override
     def setup(self, stage: str) -> None:
         if stage == "fit" and self._session is None:
+            self.trainer.callbacks[:] = with_publishers(self.trainer.callbacks)
             self._start_collector(self.trainer.lightning_module)
 
     @override

@@ -12,13 +12,13 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import distributed
+from unilab_lit.collector.link import FeedingDataset, FeedStats
 from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.transport import Transport, unlink_blocks
 from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.double_buffer import DoubleBufferPipeline
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.lockstep import LockstepLink
 from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns

@@ -16,11 +16,11 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.collector.appo_writer import AppoWriterSpec
+from unilab_lit.collector.link import FeedingDataset, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.transport import Transport, unlink_blocks
 from unilab_lit.data.base import CollectorDataModule
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.rollout_gate import RolloutGate
