@@ -15,10 +15,9 @@ from tests.trace_checks import assert_well_formed, load_trace, names, tracks
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
-from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.collector.writers import OffPolicyWriterSpec
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.cartpole import CartpoleSwingup

@@ -11,10 +11,9 @@ import torch
 from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, spec
 
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
-from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
+from unilab_lit.collector.writers import OffPolicyWriterSpec
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.task_spec import TaskSpec

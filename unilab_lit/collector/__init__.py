@@ -5,7 +5,7 @@ Only light modules are imported here; a spawn child imports this package before 
 
 from __future__ import annotations
 
-from unilab_lit.collector.config import CollectorConfig
+from unilab_lit.collector.options import CollectorConfig
 from unilab_lit.collector.process import CollectorError, CollectorProcess
 from unilab_lit.ipc.channel import EPISODES, TIMING, MetricsChannel
 

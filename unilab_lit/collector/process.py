@@ -21,7 +21,7 @@ from unilab_lit.ipc.futex import WAIT_SLICE_S, CounterWatch
 from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
-    from unilab_lit.collector.config import CollectorConfig
+    from unilab_lit.collector.options import CollectorConfig
 
 logger = logging.getLogger(__name__)
 

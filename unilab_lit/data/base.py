@@ -19,10 +19,8 @@ from typing_extensions import override
 from callbacks.collector_sync import ObsNormSync, WeightSync
 from unilab_lit import distributed
 from unilab_lit.collector.link import CollectorLink, FeedingDataset, FeedStats
-from unilab_lit.collector.memory_plan import check_memory_plan
 from unilab_lit.collector.options import CollectorOptions
-from unilab_lit.collector.session import CollectorSession
-from unilab_lit.collector.threads import limit_learner_threads
+from unilab_lit.collector.session import CollectorSession, check_memory_plan, limit_learner_threads
 from unilab_lit.collector.transport import Transport
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners
@@ -83,8 +81,9 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.save_hyperparameters(logger=False)
         self.collector = collector
         self._session: CollectorSession | None = None
+        self._link: CollectorLink | None = None  # the running session's, handed to callbacks
         self._transport: Transport | None = None  # this fit's, planned once
-        self._feed = FeedStats()
+        self._feed = FeedStats()  # one object for the module's life: data sets count into it
         self._collector_state: dict[str, Any] | None = None  # what the next session restores
         _ = self.env_spec  # a task that cannot be built fails here, before anything starts
 
@@ -110,12 +109,12 @@ class CollectorDataModule(LightningDataModule, ABC):
         Raises:
             RuntimeError: while no collector runs.
         """
-        if self._session is None:
+        if self._link is None:
             raise RuntimeError(
                 f"{type(self).__name__} runs no collector now: setup('fit') starts it and "
                 "teardown stops it"
             )
-        return self._session.link
+        return self._link
 
     @property
     def feed(self) -> FeedStats:
@@ -164,7 +163,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         env_steps = int(state_dict.get("env_steps", 0))
         # Checkpoints from before the learned counter: every delivered step counted as learned.
         learned = int(state_dict.get("learned_env_steps", env_steps))
-        self._attach_feed(FeedStats(env_steps=env_steps, learned_env_steps=learned))
+        self._feed.env_steps, self._feed.learned_env_steps = env_steps, learned
         self._collector_state = state_dict.get("collector")
         if self._session is not None and self._collector_state is not None:
             self._session.restore(self._collector_state)
@@ -194,12 +193,6 @@ class CollectorDataModule(LightningDataModule, ABC):
             self._transport = transport
         return self._transport
 
-    def _attach_feed(self, feed: FeedStats) -> None:
-        """Read the counters from ``feed`` from now on (a new data set, or restored ones)."""
-        self._feed = feed
-        if self._session is not None:
-            self._session.link.feed = feed
-
     def _stop_check(self) -> Callable[[], bool]:
         """What ends this fit's waits for data early: a stop request on the collector link.
 
@@ -211,8 +204,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         return lambda: link.stop_requested
 
     def _item_loader(self, dataset: FeedingDataset) -> DataLoader:
-        """The loader of ``dataset``, whose items are whole batches; its counters are read from now on."""
-        self._attach_feed(dataset.stats)
+        """The loader of ``dataset``, whose items are whole batches."""
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _start_collector(self, model: LightningModule) -> None:
@@ -224,7 +216,7 @@ class CollectorDataModule(LightningDataModule, ABC):
             self._planned_transport(model),
             self._feed,
         )
-        session.start(
+        self._link = session.start(
             model.collector_policy(),
             model.collector_policy_spec(),
             model.obs_normalizer,
@@ -250,6 +242,7 @@ class CollectorDataModule(LightningDataModule, ABC):
             )
 
     def _stop_collector(self) -> None:
+        self._link = None
         if self._session is not None:
             self._session.stop()
             self._session = None
