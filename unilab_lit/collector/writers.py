@@ -25,6 +25,8 @@ from unilab_lit.ipc.rollout_ring import RolloutRing, RolloutRingHandle, rollout_
 from unilab_lit.telemetry import tracing
 from unilab_lit.validation import check_arg
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class Transition:
@@ -181,9 +183,6 @@ class AppoWriter:
 
     def close(self) -> None:
         self._slot = {}
-
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
