@@ -164,7 +164,7 @@ class CollectorSession:
         """The collector's state at its next step boundary (``None`` if it is not running)."""
         if self._process is None or self._state_dir is None:
             return None
-        return take_snapshot(
+        return _take_snapshot(
             self._process,
             self._state_dir,
             self.transport,
@@ -180,7 +180,7 @@ class CollectorSession:
         """
         if self._process is None or self._state_dir is None:
             raise RuntimeError("restore into a collector session that is not running")
-        hand_over(
+        _hand_over(
             self._process,
             self._state_dir,
             state,
@@ -201,7 +201,7 @@ def _never() -> bool:
     return False
 
 
-def take_snapshot(
+def _take_snapshot(
     collector: CollectorProcess,
     state_dir: Path,
     transport: Transport,
@@ -243,7 +243,7 @@ def take_snapshot(
     return state
 
 
-def hand_over(
+def _hand_over(
     collector: CollectorProcess, state_dir: Path, state: dict[str, Any], weights_published: bool
 ) -> None:
     """Give ``state`` to the collector, which reads it instead of its first reset.
