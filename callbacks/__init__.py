@@ -11,6 +11,7 @@ from callbacks.interrupt_guard import InterruptGuard
 from callbacks.rl_checkpoint import RLCheckpoint
 from callbacks.stop_checkpoint import StopCheckpoint
 from callbacks.trace_capture import Tracing
+from callbacks.trial_pruning import TrialPruning
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.collector.obs_norm_sync import ObsNormSync
 from unilab_lit.collector.weight_sync import WeightSync
@@ -25,5 +26,6 @@ __all__ = [
     "StepProgressBar",
     "StopCheckpoint",
     "Tracing",
+    "TrialPruning",
     "WeightSync",
 ]
