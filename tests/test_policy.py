@@ -8,8 +8,8 @@ import torch
 
 import unilab_lit
 from unilab_lit.app.export import main as export_main
-from unilab_lit.app.policy_episodes import policy_actions
 from unilab_lit.app.trained_run import load_trained_run
+from unilab_lit.envs.policy_episodes import policy_actions
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from unilab_lit.app.export import INPUT_NAME
-from unilab_lit.app.policy_episodes import policy_actions
 from unilab_lit.app.trained_run import load_trained_run
+from unilab_lit.envs.policy_episodes import policy_actions
 
 _ONNX = ".onnx"
 
