@@ -214,7 +214,7 @@ class PolicyEvaluator(Callback):
         if len(without) == len(trainer.loggers):
             log.warning(
                 "PolicyEvaluator: no logger takes clips (TensorBoardLogger and WandbLogger "
-                "do); every_n_video_steps renders none"
+                "do); the clips every_n_video_steps asks for go nowhere"
             )
         elif without:
             log.info("PolicyEvaluator: clips go to every logger but %s", ", ".join(without))
