@@ -357,9 +357,14 @@ class UnilabCLI(LightningCLI):
             raise SystemExit(f"error: {err}") from None
 
     def after_fit(self) -> None:
-        """Log one summary of the run: how far it got, its returns, where it wrote, what next."""
+        """Log one summary of the run: how far it got, its returns, where it wrote, what next.
+
+        Every rank builds it (``run_summary`` reads ``trainer.log_dir``, a broadcast under DDP,
+        which a rank alone would wait on forever); rank 0 logs it.
+        """
+        summary = run_summary(self.trainer, time.monotonic() - self._fit_began)
         if self.trainer.is_global_zero:
-            log.info("%s", run_summary(self.trainer, time.monotonic() - self._fit_began))
+            log.info("%s", summary)
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load
