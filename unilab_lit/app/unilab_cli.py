@@ -26,7 +26,13 @@ from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.app.checkpoint_io import CheckpointWriteError
 from unilab_lit.app.cli_io import find_config
-from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
+from unilab_lit.app.config_errors import (
+    PREFIX,
+    check_override_order,
+    check_yaml_files,
+    config_files,
+    summarize,
+)
 from unilab_lit.app.resume import (
     DATA_SIZES,
     CheckpointMismatchError,
@@ -38,6 +44,7 @@ from unilab_lit.app.resume import (
 from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.app.task_overrides import with_task_overrides
+from unilab_lit.data.base import ModelDataMismatchError
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
@@ -261,7 +268,12 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
+        except (
+            MemoryBudgetError,
+            CheckpointWriteError,
+            UnsupportedCPUError,
+            ModelDataMismatchError,
+        ) as err:
             raise SystemExit(f"error: {err}") from None
         except OSError as err:
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -295,6 +307,7 @@ class UnilabCLI(LightningCLI):
         if isinstance(command_line, list):
             check_yaml_files(config_files(command_line))
             merged = with_task_overrides(parser, command_line)
+            check_override_order(command_line)
         if merged == command_line:
             super().parse_arguments(parser, args)
         else:  # as LightningCLI parses; its warning about args given with sys.argv does not apply
