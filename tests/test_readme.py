@@ -45,3 +45,18 @@ def test_readme_load_policy_example_acts_on_an_exported_policy(
     namespace: dict[str, object] = {"obs": np.zeros((4, 5), np.float32)}
     exec(compile(readme_example(README.read_text(), LOAD_POLICY), str(README), "exec"), namespace)
     assert namespace["actions"].shape == (4, 1)
+
+
+def test_ci_runs_the_readmes_test_command_in_a_fresh_virtualenv() -> None:
+    script = (README.parent / ".ci" / "run").read_text()
+    test_command = re.search(r'^    (pip install -e "\.\[dev\]".*)$', README.read_text(), re.M)
+    assert test_command is not None, "README.md has no indented test command"
+    lines = [line for line in script.splitlines() if line and not line.startswith("#")]
+    assert lines[-1] == test_command.group(1)
+    venv = next(i for i, line in enumerate(lines) if " -m venv " in line)
+    activate = next(
+        i for i, line in enumerate(lines) if line.startswith("source ") and "activate" in line
+    )
+    torch = next(i for i, line in enumerate(lines) if "install --quiet torch==" in line)
+    assert venv < activate < torch < len(lines) - 1
+    assert "unset PYTHONPATH" in lines
