@@ -61,3 +61,11 @@ def test_readme_csv_logger_line_fits_and_writes_metrics_csv(tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     assert list((tmp_path / "runs").rglob("metrics.csv"))
+
+
+def test_readme_fits_its_150_line_budget_with_the_set_up_commands_first() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    commands = re.findall(r"^    (\S.*)$", text, re.M)
+    assert commands[0].startswith("git clone ")
+    assert commands[1] == "pip install -e . && python cli.py fit --config configs/appo.yaml"
