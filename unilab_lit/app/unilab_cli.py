@@ -52,12 +52,15 @@ from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.telemetry.loggers import ResumableCSVLogger
 
 log = logging.getLogger(__name__)
 # Imported here so that jsonargparse knows them by name: ``--model.help APPO`` and
 # ``--data.help RolloutDataModule`` work and ``--help`` lists them.
 _ALGORITHMS = (APPO, FastTD3, FastSAC)
 _DATA_MODULES = (RolloutDataModule, ReplayDataModule)
+# ``--trainer.logger+=ResumableCSVLogger``: the CSV logger that keeps metrics.csv on resume.
+_LOGGERS = (ResumableCSVLogger,)
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 # The callbacks behind what the README promises (episode statistics, an exact resume, stop-safe
