@@ -39,6 +39,7 @@ from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.app.task_overrides import with_task_overrides
 from unilab_lit.data.replay import ReplayDataModule
+from unilab_lit.data.replay_sidecar import ReplaySidecarError
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
@@ -261,7 +262,12 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
+        except (
+            MemoryBudgetError,
+            CheckpointWriteError,
+            UnsupportedCPUError,
+            ReplaySidecarError,
+        ) as err:
             raise SystemExit(f"error: {err}") from None
         except OSError as err:
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
