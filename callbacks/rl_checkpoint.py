@@ -23,6 +23,7 @@ from unilab_lit.data.replay_sidecar import (
     save_replay,
 )
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
+from unilab_lit.ipc.reclaim import remove_dead_writers_files
 from unilab_lit.ipc.replay_storage import ReplayStorage
 from unilab_lit.validation import check_arg
 
@@ -65,6 +66,8 @@ class RLCheckpoint(Callback):
       record of it: a run that reaches step K writes its own step-K sidecar over whatever an
       earlier, killed run left under that name, and a resume refuses a sidecar whose id is
       not the checkpoint's.
+    - on start, the partial sidecars that killed runs left in ``replay_dir`` are removed
+      (:func:`~unilab_lit.ipc.reclaim.remove_dead_writers_files`).
     - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
       the same run directory.
     - the run's identity (the data module's task, the world size), which ``cli.py fit
@@ -105,6 +108,7 @@ class RLCheckpoint(Callback):
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
             )
         if self.save_replay and stage == "fit":
+            remove_dead_writers_files(self._sidecar_dir(trainer))
             self._check_sidecar_disk(
                 collector_link(trainer).transport.replay, self._sidecar_dir(trainer)
             )

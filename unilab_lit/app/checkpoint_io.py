@@ -7,7 +7,6 @@ import errno
 import io
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from typing_extensions import override
+
+from unilab_lit.ipc.reclaim import partial_file
 
 
 class CheckpointWriteError(RuntimeError):
@@ -29,7 +30,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     Lightning writes a local checkpoint through an fsspec transaction whose temporary file lives
     in the system temp directory; committing it moves the file across filesystems, which is a
     copy, so a full disk leaves a truncated, unloadable checkpoint under the final name. Here
-    the checkpoint goes to a hidden temporary file in the target's directory, is fsynced and
+    the checkpoint goes to a hidden temporary file in the target's directory (named with the
+    writer's pid, :func:`~unilab_lit.ipc.reclaim.partial_file`, so that the next start removes a
+    killed writer's), is fsynced and
     renamed over the target (atomic within one filesystem), and the directory is fsynced. A
     failed write removes the temporary file and leaves every earlier checkpoint as it was.
     Remote paths (``s3://`` and the like) keep Lightning's own write.
@@ -53,11 +56,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         torch.save(checkpoint, buffer)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            file, partial = partial_file(target)
         except OSError as err:
             raise _write_error(target, err) from err
         try:
-            with os.fdopen(descriptor, "wb") as file:
+            with file:
                 file.write(buffer.getbuffer())
                 file.flush()
                 os.fsync(file.fileno())

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from unilab_lit.ipc.reclaim import partial_file
 from unilab_lit.ipc.replay_storage import ReplayStorage
 
 _MAGIC = "unilab_lit-replay-v1"
@@ -37,7 +38,9 @@ def _chunks(rows: int, width: int) -> list[slice]:
 
 
 def save_replay(replay: ReplayStorage, path: Path, identity: dict[str, Any] | None = None) -> None:
-    """Write ``replay`` to ``path`` atomically (a partial file never has the final name).
+    """Write ``replay`` to ``path`` atomically: a partial file (named with this pid, so that a
+    killed writer's is reclaimed, :func:`~unilab_lit.ipc.reclaim.partial_file`) never has the final
+    name.
 
     The caller keeps writers away meanwhile (the collector waits for the learner during a
     checkpoint).
@@ -57,12 +60,16 @@ def save_replay(replay: ReplayStorage, path: Path, identity: dict[str, Any] | No
         "rows": size,
         "identity": identity,
     }
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as file:
-        file.write((json.dumps(header) + "\n").encode())
-        for rows in _chunks(size, replay.width):
-            file.write(memoryview(replay.rows[rows].numpy()))
-    os.replace(partial, path)
+    file, partial = partial_file(path)
+    try:
+        with file:
+            file.write((json.dumps(header) + "\n").encode())
+            for rows in _chunks(size, replay.width):
+                file.write(memoryview(replay.rows[rows].numpy()))
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def read_identity(path: Path) -> dict[str, Any] | None:
