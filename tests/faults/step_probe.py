@@ -14,7 +14,7 @@ from typing_extensions import override
 
 class StepProbe(Callback):
     """Writes ``trainer.global_step`` to ``path`` when training starts and after every iteration
-    (replace, not append).
+    (replace, not append; rank 0 only under DDP).
 
     Args:
         path: File the step number is written to.
@@ -38,13 +38,13 @@ class StepProbe(Callback):
 
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._write(trainer.global_step)
+        self._write(trainer)
 
     @override
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._write(trainer.global_step)
+        self._write(trainer)
         if trainer.global_step == self.hang_collector_at:
             os.kill(trainer.datamodule.session.process.pid, signal.SIGSTOP)
 
@@ -57,7 +57,10 @@ class StepProbe(Callback):
             while True:
                 time.sleep(1)
 
-    def _write(self, step: int) -> None:
+    def _write(self, trainer: Trainer) -> None:
+        if not trainer.is_global_zero:
+            return
+        step = trainer.global_step
         scratch = self.path.with_suffix(".tmp")
         scratch.write_text(str(step))
         scratch.replace(self.path)
