@@ -16,14 +16,14 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
-from unilab_lit.data.replay_sidecar import (
+from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
+from unilab_lit.ipc.reclaim import remove_dead_writers_files
+from unilab_lit.ipc.replay_sidecar import (
     ReplaySidecarError,
     load_replay,
     read_identity,
     save_replay,
 )
-from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
-from unilab_lit.ipc.reclaim import remove_dead_writers_files
 from unilab_lit.ipc.replay_storage import ReplayStorage
 from unilab_lit.validation import check_arg
 

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from unilab_lit.app.config_errors import PREFIX, with_key_path
 from unilab_lit.app.unilab_cli import UnilabCLI
+from unilab_lit.config_errors import PREFIX, with_key_path
 
 
 def _refusal(args: list[str]) -> str:

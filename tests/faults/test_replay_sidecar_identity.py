@@ -24,8 +24,8 @@ from tests.faults.test_fault_injection import (
     _start_training,
 )
 from tests.test_cli import run_cli
-from unilab_lit.data.replay_sidecar import read_identity
 from unilab_lit.ipc.reclaim import partial_file
+from unilab_lit.ipc.replay_sidecar import read_identity
 
 SAC_CONFIG = str(REPO / "configs" / "fast_sac.yaml")
 EARLIER, K = 4, 8

@@ -6,7 +6,6 @@ import errno
 import importlib
 import logging
 import shutil
-import signal
 import sys
 import time
 import warnings
@@ -21,18 +20,12 @@ from lightning.pytorch.utilities import rank_zero
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
+from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
+from callbacks.step_progress_bar import StepProgressBar
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.app.checkpoint_io import CheckpointWriteError
 from unilab_lit.app.cli_io import find_config
-from unilab_lit.app.config_errors import (
-    PREFIX,
-    check_yaml_files,
-    config_files,
-    summarize,
-    with_key_path,
-)
 from unilab_lit.app.failures import cause_line
 from unilab_lit.app.resume import (
     DATA_SIZES,
@@ -43,20 +36,27 @@ from unilab_lit.app.resume import (
     resolve_checkpoint,
 )
 from unilab_lit.app.run_summary import run_summary
-from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.app.task_overrides import with_task_overrides
+from unilab_lit.checkpoint_io import CheckpointWriteError
+from unilab_lit.config_errors import (
+    PREFIX,
+    check_override_order,
+    check_yaml_files,
+    config_files,
+    summarize,
+    with_key_path,
+)
+from unilab_lit.data.base import ModelDataMismatchError
 from unilab_lit.data.replay import ReplayDataModule
-from unilab_lit.data.replay_sidecar import ReplaySidecarError
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.ipc.replay_sidecar import ReplaySidecarError
 
 log = logging.getLogger(__name__)
-# Exit status of a run stopped by SIGTERM / SIGUSR1 (the shell's 128 + SIGTERM).
-SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 # Imported here so that jsonargparse knows them by name: ``--model.help APPO`` and
 # ``--data.help RolloutDataModule`` work and ``--help`` lists them.
 _ALGORITHMS = (APPO, FastTD3, FastSAC)
@@ -274,6 +274,7 @@ class UnilabCLI(LightningCLI):
             CheckpointWriteError,
             UnsupportedCPUError,
             ReplaySidecarError,
+            ModelDataMismatchError,
         ) as err:
             raise SystemExit(f"error: {err}") from None
         except OSError as err:
@@ -313,6 +314,7 @@ class UnilabCLI(LightningCLI):
         if isinstance(command_line, list):
             check_yaml_files(config_files(command_line))
             merged = with_task_overrides(parser, command_line)
+            check_override_order(command_line)
         if merged == command_line:
             super().parse_arguments(parser, args)
         else:  # as LightningCLI parses; its warning about args given with sys.argv does not apply
@@ -379,9 +381,14 @@ class UnilabCLI(LightningCLI):
             raise SystemExit(f"error: {err}") from None
 
     def after_fit(self) -> None:
-        """Log one summary of the run: how far it got, its returns, where it wrote, what next."""
+        """Log one summary of the run: how far it got, its returns, where it wrote, what next.
+
+        Every rank builds it (``run_summary`` reads ``trainer.log_dir``, a broadcast under DDP,
+        which a rank alone would wait on forever); rank 0 logs it.
+        """
+        summary = run_summary(self.trainer, time.monotonic() - self._fit_began)
         if self.trainer.is_global_zero:
-            log.info("%s", run_summary(self.trainer, time.monotonic() - self._fit_began))
+            log.info("%s", summary)
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load

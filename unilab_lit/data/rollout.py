@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,15 +14,15 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.collector.appo_writer import AppoWriterSpec
+from unilab_lit.collector.link import FeedingDataset, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
-from unilab_lit.collector.rollout_gate import RolloutGate
 from unilab_lit.collector.transport import Transport, unlink_blocks
+from unilab_lit.collector.writers import AppoWriterSpec
 from unilab_lit.data.base import CollectorDataModule
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.rollout_gate import RolloutGate
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 from unilab_lit.telemetry import tracing
 
@@ -41,8 +40,8 @@ class RolloutDataset(FeedingDataset):
     (with collector liveness checks) until the ring holds an unread rollout, move every
     available rollout into the staging pool, and yield the pool's combined time-major batch (a
     ``TensorDict`` of batch size ``[T, M]``, see :func:`~unilab_lit.data.staging.rollout_batch`).
-    :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (from
-    ``start``, the counts of earlier runs) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
+    :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (into
+    ``start`` when given: the data module's counters, earlier runs' counts included) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
     within ``timeout_s`` raises ``TimeoutError``. Once ``stop_requested()`` is true, a wait
     without a rollout ends the stream instead (training stops after the last iteration); under
     DDP the ranks wait together (``unilab_lit.distributed.wait_on_every_rank``), so a stop
@@ -65,7 +64,7 @@ class RolloutDataset(FeedingDataset):
         self._collector = collector
         self._timeout_s = timeout_s
         self._stop_requested = stop_requested
-        self.stats = dataclasses.replace(start or FeedStats())
+        self.stats = FeedStats() if start is None else start
 
     def __iter__(self) -> Iterator[TensorDict]:
         while (batch := self._next_batch()) is not None:
@@ -217,7 +216,7 @@ class RolloutDataModule(CollectorDataModule):
         staging_capacity: Rollouts combined into one batch (>= 1). With more than one, the staged
             rollouts are part of every checkpoint, so a resumed run trains on the same ones.
         synchronous: Collect rollout ``k + 1`` only after iteration ``k`` has published its
-            weights (``unilab_lit.collector.rollout_gate``): no policy lag and a run that depends
+            weights (``unilab_lit.ipc.rollout_gate``): no policy lag and a run that depends
             only on its seeds (resume-equivalence tests, debugging), at the cost of the overlap
             of collection and learning.
 
