@@ -1,4 +1,5 @@
-"""Checkpoint files written atomically: a temporary file beside the target, fsync, rename."""
+"""Checkpoint files written atomically: a temporary file beside the target (named with the
+writer's pid), fsync, rename."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import contextlib
 import errno
 import io
 import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from fsspec.implementations.local import LocalFileSystem
@@ -17,7 +20,30 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from typing_extensions import override
 
-from unilab_lit.ipc.reclaim import partial_file
+PARTIAL_SUFFIX = ".partial"
+# ".<target name>.<writer pid>.<random>.partial", as partial_file names them.
+_PARTIAL_NAME = re.compile(
+    r"^\.(?P<target>.+)\.(?P<pid>\d+)\.\w+" + re.escape(PARTIAL_SUFFIX) + "$"
+)
+
+
+def partial_file(target: Path) -> tuple[IO[bytes], Path]:
+    """A new hidden file beside ``target`` to write it into before the rename, open for writing.
+
+    Its name carries this process's pid (``.<target name>.<pid>.<random>.partial``), so that
+    :func:`unilab_lit.ipc.reclaim.remove_dead_writers_files` tells a killed writer's leftover
+    from a live one's.
+    """
+    descriptor, name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX
+    )
+    return os.fdopen(descriptor, "wb"), Path(name)
+
+
+def partial_file_pid(name: str) -> int | None:
+    """The writer's pid in a :func:`partial_file` name, or ``None`` for any other name."""
+    found = _PARTIAL_NAME.match(name)
+    return None if found is None else int(found["pid"])
 
 
 class CheckpointWriteError(RuntimeError):
@@ -31,7 +57,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     in the system temp directory; committing it moves the file across filesystems, which is a
     copy, so a full disk leaves a truncated, unloadable checkpoint under the final name. Here
     the checkpoint goes to a hidden temporary file in the target's directory (named with the
-    writer's pid, :func:`~unilab_lit.ipc.reclaim.partial_file`, so that the next start removes a
+    writer's pid, :func:`partial_file`, so that the next start removes a
     killed writer's), is fsynced and
     renamed over the target (atomic within one filesystem), and the directory is fsynced. A
     failed write removes the temporary file and leaves every earlier checkpoint as it was.

@@ -24,7 +24,7 @@ from tests.faults.test_fault_injection import (
     _start_training,
 )
 from tests.test_cli import run_cli
-from unilab_lit.ipc.reclaim import partial_file
+from unilab_lit.checkpoint_io import partial_file
 from unilab_lit.ipc.replay_sidecar import read_identity
 
 SAC_CONFIG = str(REPO / "configs" / "fast_sac.yaml")
@@ -95,7 +95,7 @@ def test_resume_that_reaches_a_killed_runs_step_writes_its_own_sidecar_and_refus
 _KILLED_WRITER = """
 import os, signal, sys
 from pathlib import Path
-from unilab_lit.ipc.reclaim import partial_file
+from unilab_lit.checkpoint_io import partial_file
 for target in sys.argv[1:]:
     file, path = partial_file(Path(target))
     file.write(b"half a file")

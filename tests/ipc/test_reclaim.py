@@ -6,9 +6,9 @@ import os
 import subprocess
 import sys
 
+from unilab_lit.checkpoint_io import partial_file
 from unilab_lit.ipc.reclaim import (
     COLLECTOR_DIR_PREFIX,
-    partial_file,
     pid_is_alive,
     reclaim_dead_owners,
     remove_dead_writers_files,

@@ -6,7 +6,7 @@ not Python's resource tracker either, which sits in the same group. The blocks s
 (``unilab_lit_<pid>_...``, ``unilab_lit_collector_<pid>_...``), so the next start can tell the
 leftovers of dead processes from those of live runs, and removes only the former. Checkpoints
 and replay sidecars are written to hidden temporary files beside their target that carry the
-writer's pid too (:func:`partial_file`), which :func:`remove_dead_writers_files` removes.
+writer's pid too (:func:`unilab_lit.checkpoint_io.partial_file`), which :func:`remove_dead_writers_files` removes.
 
 A pid is "dead" when no process with it exists, or only a zombie does. Processes in another pid
 namespace that share this /dev/shm (containers with ``--ipc=host``) cannot be told apart from
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
+from unilab_lit.checkpoint_io import partial_file_pid
 from unilab_lit.ipc.block import SHM_DIR, SHM_PREFIX
 
 log = logging.getLogger(__name__)
@@ -32,11 +31,6 @@ log = logging.getLogger(__name__)
 # Prefix of the collector's state directory in the system temp directory; the creator's pid
 # and an underscore follow.
 COLLECTOR_DIR_PREFIX = "unilab_lit_collector_"
-PARTIAL_SUFFIX = ".partial"
-# ".<target name>.<writer pid>.<random>.partial", as partial_file names them.
-_PARTIAL_NAME = re.compile(
-    r"^\.(?P<target>.+)\.(?P<pid>\d+)\.\w+" + re.escape(PARTIAL_SUFFIX) + "$"
-)
 
 
 @dataclass
@@ -140,25 +134,8 @@ def _pid_after(prefix: str) -> Callable[[str], int | None]:
     return pid_of
 
 
-def _partial_file_pid(name: str) -> int | None:
-    found = _PARTIAL_NAME.match(name)
-    return None if found is None else int(found["pid"])
-
-
-def partial_file(target: Path) -> tuple[IO[bytes], Path]:
-    """A new hidden file beside ``target`` to write it into before the rename, open for writing.
-
-    Its name carries this process's pid (``.<target name>.<pid>.<random>.partial``), so that
-    :func:`remove_dead_writers_files` can tell a killed writer's leftover from a live one's.
-    """
-    descriptor, name = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX
-    )
-    return os.fdopen(descriptor, "wb"), Path(name)
-
-
 def remove_dead_writers_files(directory: Path) -> list[str]:
-    """Remove the :func:`partial_file` files in ``directory`` whose writing pid is dead.
+    """Remove the :func:`~unilab_lit.checkpoint_io.partial_file` files in ``directory`` whose writing pid is dead.
 
     Returns:
         The removed names; one INFO line is logged when there are any. A live writer's files
@@ -166,7 +143,7 @@ def remove_dead_writers_files(directory: Path) -> list[str]:
     """
     removed: list[str] = []
     pids: set[int] = set()
-    for name in _dead_entries(directory, _partial_file_pid, pids):
+    for name in _dead_entries(directory, partial_file_pid, pids):
         try:
             os.unlink(directory / name)
         except FileNotFoundError:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from unilab_lit.ipc.reclaim import partial_file
+from unilab_lit.checkpoint_io import partial_file
 from unilab_lit.ipc.replay_storage import ReplayStorage
 
 _MAGIC = "unilab_lit-replay-v1"
@@ -39,7 +39,7 @@ def _chunks(rows: int, width: int) -> list[slice]:
 
 def save_replay(replay: ReplayStorage, path: Path, identity: dict[str, Any] | None = None) -> None:
     """Write ``replay`` to ``path`` atomically: a partial file (named with this pid, so that a
-    killed writer's is reclaimed, :func:`~unilab_lit.ipc.reclaim.partial_file`) never has the final
+    killed writer's is reclaimed, :func:`~unilab_lit.checkpoint_io.partial_file`) never has the final
     name.
 
     The caller keeps writers away meanwhile (the collector waits for the learner during a
