@@ -99,11 +99,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except pickle.UnpicklingError as err:
-        unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
-        what = f"it holds {unsupported.group(1)}" if unsupported else "it holds arbitrary objects"
         raise CheckpointMismatchError(
-            f"checkpoint {path} does not load weights-only ({what}), so it was not written by "
-            "this trainer; pass another --ckpt_path"
+            f"{weights_only_refusal(path, err)}; pass another --ckpt_path"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -111,6 +108,17 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
             f"checkpoint {path} cannot be read (truncated or not a checkpoint: {reason}); "
             "pass another --ckpt_path"
         ) from None
+
+
+def weights_only_refusal(path: Path, err: pickle.UnpicklingError) -> str:
+    """One line for a checkpoint that torch will not load weights-only, naming the offending
+    object (not torch's advice to load it with ``weights_only=False``, which runs its code)."""
+    unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+    what = f"it holds {unsupported.group(1)}" if unsupported else "it holds arbitrary objects"
+    return (
+        f"checkpoint {path} does not load weights-only ({what}), so it was not written by "
+        "this trainer"
+    )
 
 
 def check_checkpoint_matches(

@@ -26,6 +26,7 @@ from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.app.cli_io import find_config
+from unilab_lit.app.failures import cause_line
 from unilab_lit.app.resume import (
     DATA_SIZES,
     CheckpointMismatchError,
@@ -43,6 +44,7 @@ from unilab_lit.config_errors import (
     check_yaml_files,
     config_files,
     summarize,
+    with_key_path,
 )
 from unilab_lit.data.base import ModelDataMismatchError
 from unilab_lit.data.replay import ReplayDataModule
@@ -52,6 +54,7 @@ from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.ipc.replay_sidecar import ReplaySidecarError
 from unilab_lit.telemetry.loggers import ResumableCSVLogger
 
 log = logging.getLogger(__name__)
@@ -273,6 +276,7 @@ class UnilabCLI(LightningCLI):
             MemoryBudgetError,
             CheckpointWriteError,
             UnsupportedCPUError,
+            ReplaySidecarError,
             ModelDataMismatchError,
         ) as err:
             raise SystemExit(f"error: {err}") from None
@@ -280,6 +284,11 @@ class UnilabCLI(LightningCLI):
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise SystemExit(f"error: {_disk_full(err, getattr(self, 'trainer', None))}") from None
+        except Exception as err:
+            line = cause_line(err, getattr(self, "trainer", None))
+            if line is None:
+                raise
+            raise SystemExit(line) from None
 
     @staticmethod
     @override
@@ -329,8 +338,12 @@ class UnilabCLI(LightningCLI):
             if isinstance(_root_error(err), RobotModelError):
                 # The config is fine; the model files are not there (the message says how).
                 raise SystemExit(f"error: {_root_message(err)}") from None
-            raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
+            raise SystemExit(f"{PREFIX}{self._with_key_path(_root_message(err))}") from None
         self._count_global_steps_in_progress_bar()
+
+    def _with_key_path(self, message: str) -> str:
+        config = self.config.get(self.subcommand) if self.subcommand else self.config
+        return with_key_path(message, config.as_dict() if hasattr(config, "as_dict") else {})
 
     @override
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
