@@ -93,4 +93,4 @@ class CollectorConfig:
         # Imported here: a spawn child imports this module before its first line, so it stays light.
         from unilab_lit.distributed import rank_seed
 
-        return rank_seed(self.options.seed, self.rank)
+        return rank_seed(self.options.base_seed, self.rank)
