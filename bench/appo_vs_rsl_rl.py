@@ -63,8 +63,9 @@ REPORT_INTERVAL_S = 0.1  # our collector's metrics reports, the grain of our epi
 SMOKE_SECONDS = 3.0  # --smoke: each side trains this long
 
 
-def _cli(config: str, log_dir: str, seed: int):
-    """Our CLI, parsed and instantiated (model, data module, trainer) but not run."""
+def _cli(config: str, log_dir: str, seed: int, overrides: list[str]):
+    """Our CLI, parsed and instantiated (model, data module, trainer) but not run; ``overrides``
+    are ``cli.py`` arguments after the config's (``--data.init_args.max_policy_lag=1``)."""
     from unilab_lit.app.unilab_cli import UnilabCLI
 
     return UnilabCLI(
@@ -76,6 +77,7 @@ def _cli(config: str, log_dir: str, seed: int):
             f"--trainer.logger.init_args.save_dir={log_dir}",
             "--trainer.max_steps=-1",
             "--trainer.enable_progress_bar=false",
+            *overrides,
         ],
         run=False,
     )
@@ -125,7 +127,14 @@ def _histogram(values: list[int]) -> dict[str, int]:
     return counts
 
 
-def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
+def run_ours(
+    config: str,
+    threshold: float,
+    max_seconds: float,
+    seed: int,
+    log_dir: str,
+    overrides: list[str],
+) -> dict:
     from fit_timing import lift_env_step_budget
     from lightning.pytorch import Callback
 
@@ -205,7 +214,7 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
                 **self.ledger.summary(),
             }
 
-    cli = _cli(config, log_dir, seed)
+    cli = _cli(config, log_dir, seed, overrides)
     stop = ThresholdStop()
     lift_env_step_budget(cli.trainer.callbacks)
     cli.trainer.callbacks.append(stop)
@@ -213,13 +222,13 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     return stop.result
 
 
-def rsl_rl_setup(config: str, log_dir: str, seed: int) -> dict:
+def rsl_rl_setup(config: str, log_dir: str, seed: int, overrides: list[str]) -> dict:
     """What the rsl_rl side needs from ``config``, resolved through our CLI (JSON-able).
 
     A process of its own computes it before the timed rsl_rl process starts, so that rsl_rl's
     start-up does not include importing Lightning, which a plain rsl_rl script never does.
     """
-    cli = _cli(config, log_dir, seed)
+    cli = _cli(config, log_dir, seed, overrides)
     data = cli.datamodule
     options = data.collector
     return {
@@ -319,9 +328,11 @@ def _child(args: argparse.Namespace) -> None:
         sink = stack.enter_context(open(Path(log_dir) / "stdout.txt", "w"))
         stack.enter_context(contextlib.redirect_stdout(sink))
         if args.side == "ours":
-            result = run_ours(args.config, args.threshold, args.max_seconds, args.seed, log_dir)
+            result = run_ours(
+                args.config, args.threshold, args.max_seconds, args.seed, log_dir, args.set
+            )
         elif args.side == SETUP:
-            result = rsl_rl_setup(args.config, log_dir, args.seed)
+            result = rsl_rl_setup(args.config, log_dir, args.seed, args.set)
         else:
             result = run_rsl_rl(
                 json.loads(args.rsl_setup),
@@ -346,6 +357,7 @@ def _run_child(
         f"--threshold={args.threshold}",
         f"--max-seconds={args.max_seconds}",
         f"--seeds={seed}",
+        *(f"--set={override}" for override in args.set),
         *extra,
     ]
     for flag, value in (
@@ -437,6 +449,17 @@ def main() -> None:
     parser.add_argument(
         "--log-dir", default=None, help="keep each run's logs here (default: a temporary dir)"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a cli.py argument applied after the config on both sides, e.g. "
+        "--set=--data.init_args.max_policy_lag=1 (repeatable)",
+    )
+    parser.add_argument(
+        "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="run only these sides"
+    )
     parser.add_argument("--side", choices=(*SIDES, SETUP), help=argparse.SUPPRESS)
     parser.add_argument("--rsl-setup", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -454,22 +477,27 @@ def main() -> None:
     print(
         f"config {args.config}; threshold: mean return of the last {WINDOW} episodes >= "
         f"{args.threshold}; cap {args.max_seconds:.0f} s per run; rsl_rl torch threads "
-        f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs",
+        f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs; grain of the time to threshold: rsl_rl "
+        f"one env step, ours one episode report ({REPORT_INTERVAL_S} s) + one iteration "
+        f"(printed per run)",
         flush=True,
     )
-    results: dict[str, list[dict]] = {side: [] for side in SIDES}
+    results: dict[str, list[dict]] = {side: [] for side in args.sides}
     for seed in args.seeds:
-        for side in SIDES:
+        for side in args.sides:
             result = _run_side(side, args, seed)
             _report(side, seed, result)
             results[side].append(result)
+        if len(args.sides) < len(SIDES):
+            continue
         ours, theirs = results["ours"][-1], results["rsl_rl"][-1]
         print(
             f"seed {seed}: time ours / rsl_rl {_ratio_text(ours, theirs)}, whole process "
             f"{ours['process_seconds'] / theirs['process_seconds']:.2f}",
             flush=True,
         )
-    _summarize(results)
+    if len(args.sides) == len(SIDES):
+        _summarize(results)
 
 
 def _ratio_text(ours: dict, theirs: dict) -> str:
