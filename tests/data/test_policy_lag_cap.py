@@ -5,16 +5,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from lightning.pytorch import Callback, Trainer
+from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
+from callbacks import EpisodeStatsMonitor, RLCheckpoint
+from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 
 LAG = 1
 STEPS = 6
+_TINY = {"actor_hidden_dims": (16,), "critic_hidden_dims": (16,), "num_mini_batches": 1}
 DELAY_S = 0.2  # per iteration: the collector steps a rollout of 8 x 8 in a few milliseconds
 
 
@@ -47,31 +49,16 @@ def _fit(root, ckpt_path=None, max_steps=STEPS):
         staging_capacity=1,
         max_policy_lag=LAG,
     )
-    spec = data.env_spec
-    model = APPO(
-        spec.obs_sizes["policy"],
-        spec.obs_sizes["critic"],
-        spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
-        num_learning_epochs=1,
-        num_mini_batches=1,
-    )
+    sizes = data.env_spec.obs_sizes
+    model = APPO(sizes["policy"], sizes["critic"], data.env_spec.action_size, **_TINY)
     probe = _SlowLearnerProbe()
-    trainer = Trainer(
-        max_steps=max_steps,
-        accelerator="cpu",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[
-            WeightSync(),
-            ObsNormSync(),
-            probe,
-            EpisodeStatsMonitor(),
-            RLCheckpoint(),
-            ModelCheckpoint(dirpath=root, every_n_train_steps=STEPS // 2, save_top_k=-1),
-        ],
+    trainer = collector_trainer(
+        max_steps,
+        probe,
+        EpisodeStatsMonitor(),
+        RLCheckpoint(),
+        ModelCheckpoint(dirpath=root, every_n_train_steps=STEPS // 2, save_top_k=-1),
+        enable_checkpointing=True,
     )
     trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
     return probe, trainer
