@@ -55,11 +55,11 @@ def collector_alone(cli, seconds: float) -> dict:
     """Env-steps/s of the data module's collector with a frozen policy and a greedy reader."""
     import torch
 
-    from unilab_lit.collector import TIMING
-    from unilab_lit.collector.appo_writer import AppoWriterSpec
-    from unilab_lit.collector.config import CollectorConfig
+    from unilab_lit.collector.options import CollectorConfig
     from unilab_lit.collector.process import CollectorProcess
+    from unilab_lit.collector.writers import AppoWriterSpec
     from unilab_lit.envs.spec import CRITIC, POLICY
+    from unilab_lit.ipc.channel import TIMING
     from unilab_lit.ipc.obs_stats import SharedObsStats
     from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 

@@ -25,8 +25,8 @@ import argparse
 import numpy as np
 import torch
 
-from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.envs import make_env
+from unilab_lit.envs.policy_episodes import run_episodes
 from unilab_lit.telemetry import metrics
 
 

@@ -68,12 +68,12 @@ def lockstep_collector(cli, **option_overrides):
 
     import torch
 
-    from unilab_lit.collector.config import CollectorConfig
-    from unilab_lit.collector.lockstep import LockstepLink
-    from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+    from unilab_lit.collector.options import CollectorConfig
     from unilab_lit.collector.process import CollectorProcess
+    from unilab_lit.collector.writers import OffPolicyWriterSpec
     from unilab_lit.data.double_buffer import DoubleBufferPipeline
     from unilab_lit.envs.spec import CRITIC, POLICY
+    from unilab_lit.ipc.lockstep import LockstepLink
     from unilab_lit.ipc.obs_stats import SharedObsStats
     from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns
 

@@ -1,19 +1,18 @@
-"""Lightning callbacks that connect the learner to the collector; usable by ``class_path``.
+"""Every Lightning callback of the library; usable by ``class_path`` (``callbacks.WeightSync``).
 
-WeightSync, ObsNormSync and StepProgressBar live in the library (the algorithm and the CLI add
-them); they are re-exported here so that ``callbacks.WeightSync`` etc. stay valid class paths.
+Callbacks reach the running collector only through ``collector_link(trainer)``; they import no
+data module, algorithm or CLI (docs/architecture.md, floors).
 """
 
+from callbacks.collector_sync import ObsNormSync, WeightSync
 from callbacks.env_step_budget import EnvStepBudget
 from callbacks.episode_stats import EpisodeStatsMonitor
 from callbacks.evaluation import PolicyEvaluator
 from callbacks.interrupt_guard import InterruptGuard
 from callbacks.rl_checkpoint import RLCheckpoint
+from callbacks.step_progress_bar import StepProgressBar
 from callbacks.stop_checkpoint import StopCheckpoint
 from callbacks.trace_capture import Tracing
-from unilab_lit.app.step_progress_bar import StepProgressBar
-from unilab_lit.collector.obs_norm_sync import ObsNormSync
-from unilab_lit.collector.weight_sync import WeightSync
 
 __all__ = [
     "EnvStepBudget",

@@ -12,9 +12,9 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.collector.channel import EPISODES, TIMING
 from unilab_lit.collector.link import collector_link
 from unilab_lit.envs.spec import METRIC_PREFIX
+from unilab_lit.ipc.channel import EPISODES, TIMING
 from unilab_lit.telemetry import metrics as keys
 from unilab_lit.telemetry.log_schedule import loggers_write_this_step
 from unilab_lit.validation import check_arg

@@ -11,13 +11,13 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.app.policy_episodes import (
+from unilab_lit.collector.link import collector_link, has_collector_link
+from unilab_lit.envs.policy_episodes import (
     EpisodeResults,
     FrameRecording,
     policy_actions,
     run_episodes,
 )
-from unilab_lit.collector.link import collector_link, has_collector_link
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics, tracing, video
 from unilab_lit.telemetry.lightning_compat import logger_step, write_tensorboard_summary

@@ -17,12 +17,13 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.app.unilab_cli import SIGTERM_EXIT_STATUS
 from unilab_lit.collector.link import CollectorLink, collector_link, has_collector_link
 from unilab_lit.ipc import ownership
 from unilab_lit.telemetry.lightning_compat import cluster_environment
 
 log = logging.getLogger(__name__)
+# Exit status of a run stopped by SIGTERM / SIGUSR1 (the shell's 128 + SIGTERM).
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 
 
 class InterruptGuard(Callback):

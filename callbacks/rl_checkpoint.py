@@ -15,8 +15,8 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
-from unilab_lit.data.replay_sidecar import load_replay, save_replay
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
+from unilab_lit.ipc.replay_sidecar import load_replay, save_replay
 from unilab_lit.ipc.replay_storage import ReplayStorage
 from unilab_lit.validation import check_arg
 

@@ -11,7 +11,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import Tensor
 from typing_extensions import override
 
-from unilab_lit.app.checkpoint_io import AtomicCheckpointIO
+from unilab_lit.checkpoint_io import AtomicCheckpointIO
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class StopCheckpoint(ModelCheckpoint):
     ``filename``, checkpoints are named by the learner iteration alone (``step=300.ckpt``):
     the single endless epoch says nothing. Every argument is ``ModelCheckpoint``'s.
 
-    Checkpoint files are written atomically (``unilab_lit.app.checkpoint_io.AtomicCheckpointIO``,
+    Checkpoint files are written atomically (``unilab_lit.checkpoint_io.AtomicCheckpointIO``,
     installed in ``setup`` unless the trainer was given its own ``CheckpointIO`` plugin): a
     full disk leaves the earlier checkpoints and no partial file.
 

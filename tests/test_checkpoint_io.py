@@ -12,9 +12,9 @@ import torch
 from lightning.pytorch import Trainer
 from lightning.pytorch.demos.boring_classes import BoringModel
 
-import unilab_lit.app.checkpoint_io as checkpoint_io
+import unilab_lit.checkpoint_io as checkpoint_io
 from callbacks import StopCheckpoint
-from unilab_lit.app.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
+from unilab_lit.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
 
 _TMPFS_BYTES = 1 << 20
 

@@ -116,8 +116,8 @@ def _appo_config_with(tmp_path, extra_callbacks: list[dict]) -> str:
     return str(path)
 
 
-def test_shipped_configs_leave_the_sync_callbacks_to_the_algorithm():
-    # The algorithm adds WeightSync / ObsNormSync (RLAlgorithm.configure_callbacks); the smoke
+def test_shipped_configs_leave_the_sync_callbacks_to_the_data_module():
+    # The data module adds WeightSync / ObsNormSync (data.base.with_publishers); the smoke
     # fits above therefore train with the ones it adds.
     for path in sorted((REPO / "configs").glob("*.yaml")):
         callbacks = yaml.safe_load(path.read_text())["trainer"].get("callbacks", [])

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from unilab_lit.app.config_errors import (
+from unilab_lit.app.unilab_cli import UnilabCLI
+from unilab_lit.config_errors import (
     PREFIX,
     check_yaml_files,
     closest,
@@ -14,7 +15,6 @@ from unilab_lit.app.config_errors import (
     moved,
     summarize,
 )
-from unilab_lit.app.unilab_cli import UnilabCLI
 
 _UNION = """Parser key "{group}":
   Does not validate against any of the Union subtypes

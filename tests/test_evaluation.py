@@ -1,4 +1,4 @@
-"""``unilab_lit.app.policy_episodes.run_episodes``: per-episode statistics of a batched env's episodes."""
+"""``unilab_lit.envs.policy_episodes.run_episodes``: per-episode statistics of a batched env's episodes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from unilab_lit.app.policy_episodes import run_episodes
+from unilab_lit.envs.policy_episodes import run_episodes
 from unilab_lit.envs.quadruped import QuadrupedJoystick
 from unilab_lit.telemetry import metrics
 

@@ -1,30 +1,91 @@
-"""The library does not import the application layer: nothing under unilab_lit/ imports callbacks."""
+"""No module imports one on a higher floor (docs/architecture.md): the tree is the layering.
+
+Every ``import`` is read from the source (ast), at module level, inside functions and under
+``TYPE_CHECKING`` alike, so a lazy import cannot hide a dependency that runs back up.
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-LIBRARY = Path(__file__).resolve().parents[1] / "unilab_lit"
+REPO = Path(__file__).resolve().parents[1]
+# Low to high; a module may import its own floor and the ones below. The single modules at the
+# top of unilab_lit/ (validation, distributed, checkpoint_io, config_errors, gl_backend) are floor 0.
+FLOORS = {
+    "unilab_lit": 0,
+    "unilab_lit.telemetry": 1,
+    "unilab_lit.envs": 2,
+    "unilab_lit.ipc": 2,
+    "unilab_lit.nn": 2,
+    "unilab_lit.collector": 3,
+    "callbacks": 4,
+    "unilab_lit.data": 5,
+    "unilab_lit.algos": 6,
+    "unilab_lit.app": 7,
+    "unilab_lit.__main__": 7,
+}
 
 
-def _imported_roots(tree: ast.Module) -> set[str]:
-    roots = set()
+def _floor(module: str) -> int | None:
+    """The floor of the longest ``FLOORS`` prefix of ``module``; ``None`` outside the project."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in FLOORS:
+            return FLOORS[prefix]
+    return None
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.Module, package: str) -> list[tuple[int, str]]:
+    """``(line, dotted name)`` of every import in ``tree``; ``from a import b`` names ``a.b``."""
+    found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-    return roots
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
 
 
-def test_no_library_module_imports_the_callbacks_package():
-    modules = sorted(LIBRARY.rglob("*.py"))
-    assert len(modules) > 50  # the walk found the library
-    importers = [
-        str(path.relative_to(LIBRARY.parent))
-        for path in modules
-        if "callbacks" in _imported_roots(ast.parse(path.read_text(), str(path)))
+def upward_imports(root: Path = REPO) -> list[str]:
+    """``"file:line imports name (floor a -> b)"`` for every import that runs up a floor."""
+    modules = sorted((root / "unilab_lit").rglob("*.py")) + sorted(
+        (root / "callbacks").glob("*.py")
+    )
+    offences = []
+    for path in modules:
+        name = _module_name(path, root)
+        own = _floor(name)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for line, imported in _imports(ast.parse(path.read_text(), str(path)), package):
+            floor = _floor(imported)
+            if floor is not None and floor > own:
+                where = path.relative_to(root)
+                offences.append(f"{where}:{line} imports {imported} (floor {own} -> {floor})")
+    return offences
+
+
+def test_no_module_imports_one_on_a_higher_floor():
+    assert upward_imports() == []
+
+
+def test_the_check_names_the_file_and_the_import_that_runs_up(tmp_path):
+    (tmp_path / "unilab_lit" / "envs").mkdir(parents=True)
+    (tmp_path / "callbacks").mkdir()
+    (tmp_path / "unilab_lit" / "envs" / "task.py").write_text(
+        "def build():\n    from unilab_lit.app.config_errors import closest\n"
+    )
+    (tmp_path / "callbacks" / "sync.py").write_text("from unilab_lit.collector import link\n")
+    assert upward_imports(tmp_path) == [
+        "unilab_lit/envs/task.py:2 imports unilab_lit.app.config_errors.closest (floor 2 -> 7)"
     ]
-    # Not at module level, and not lazily inside a function either.
-    assert importers == []

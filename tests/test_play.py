@@ -14,8 +14,8 @@ import torch
 
 from tests.conftest import REPO
 from unilab_lit.app.play import main, play
-from unilab_lit.app.policy_episodes import run_episodes
 from unilab_lit.app.trained_run import load_trained_run
+from unilab_lit.envs.policy_episodes import run_episodes
 
 EPISODE_STEPS = 500  # CartpoleSwingup's time limit
 

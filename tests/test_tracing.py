@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tests.trace_checks import assert_well_formed, load_trace, tracks
-from unilab_lit.collector.channel import EPISODES
-from unilab_lit.collector.inbox import CollectorInbox
+from unilab_lit.collector.link import CollectorInbox
+from unilab_lit.ipc.channel import EPISODES
 from unilab_lit.telemetry import tracing
 from unilab_lit.telemetry.trace_file import TraceStore
 

@@ -15,17 +15,16 @@ from tests.trace_checks import assert_well_formed, load_trace, names, tracks
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.lockstep import LockstepLink
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
-from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.collector.writers import OffPolicyWriterSpec
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, replay_columns
+from unilab_lit.ipc.lockstep import LockstepLink
 from unilab_lit.nn.policies import GaussianActor, PolicySpec
 from unilab_lit.telemetry import tracing
 from unilab_lit.telemetry.trace_file import TraceStore

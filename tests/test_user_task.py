@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from unilab_lit.app.policy_episodes import run_episodes
+from unilab_lit.envs.policy_episodes import run_episodes
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics
 

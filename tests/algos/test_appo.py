@@ -28,12 +28,8 @@ from tensordict import TensorDict
 from torch.utils.data import IterableDataset
 
 from unilab_lit.algos.appo import APPO
-from unilab_lit.algos.ppo_losses import (
-    adaptive_learning_rate,
-    clipped_value_loss,
-    gaussian_kl,
-    impact_surrogate_loss,
-)
+from unilab_lit.algos.functional import clipped_value_loss, gaussian_kl, impact_surrogate_loss
+from unilab_lit.algos.lr_schedule import adaptive_learning_rate
 from unilab_lit.data.staging import rollout_batch
 from unilab_lit.telemetry import metrics
 

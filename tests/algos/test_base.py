@@ -1,15 +1,11 @@
-"""What every algorithm gets from RLAlgorithm: the inference policy and the required sync callbacks."""
+"""What every algorithm gets from RLAlgorithm: the inference policy."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from offpolicy_batches import DC, DP, SMALL, A, build
 
-from callbacks import ObsNormSync, WeightSync
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.fast_sac import FastSAC
@@ -70,29 +66,3 @@ def test_inference_policy_traces_and_exports_without_data_dependent_branches(mak
             policy, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},)
         )
         torch.testing.assert_close(exported.module()(other), policy(other))
-
-
-def _callbacks_added_to(callbacks: list, datamodule: object | None = object()) -> list:
-    model = _appo()
-    model.trainer = SimpleNamespace(callbacks=callbacks, datamodule=datamodule)
-    return model.configure_callbacks()
-
-
-def test_configure_callbacks_adds_both_syncs_to_a_trainer_without_them():
-    added = _callbacks_added_to([ModelCheckpoint()])
-    assert sorted(type(c).__name__ for c in added) == ["ObsNormSync", "WeightSync"]
-
-
-def test_configure_callbacks_keeps_the_users_own_sync_and_adds_only_the_missing_one():
-    class SlowWeightSync(WeightSync):
-        pass
-
-    for mine in (WeightSync(every_n_steps=7), SlowWeightSync(every_n_steps=7)):
-        added = _callbacks_added_to([mine])
-        # Lightning replaces trainer callbacks of a returned type: only ObsNormSync comes back.
-        assert [type(c) for c in added] == [ObsNormSync]
-    assert _callbacks_added_to([WeightSync(), ObsNormSync()]) == []
-
-
-def test_configure_callbacks_adds_nothing_without_a_data_module():
-    assert _callbacks_added_to([], datamodule=None) == []

@@ -10,13 +10,11 @@ import torch
 from torch import nn
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
-from unilab_lit.collector.channel import EPISODES, TIMING
-from unilab_lit.collector.inbox import CollectorInbox
-from unilab_lit.collector.link import CollectorLink
+from unilab_lit.collector.link import CollectorInbox, CollectorLink, FeedStats
 from unilab_lit.collector.options import CollectorOptions
-from unilab_lit.data.feed_stats import FeedStats
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.ipc import NOT_PUBLISHED, SharedObsStats, SharedWeights, flat_size
+from unilab_lit.ipc.channel import EPISODES, TIMING
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.telemetry import metrics as keys
 

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from collector_rig import ACT, OBS, Rig
 
-from unilab_lit.collector.appo_writer import AppoWriterSpec
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
+from unilab_lit.collector.writers import AppoWriterSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import RolloutRing, SharedObsStats, SharedWeights, list_segments, rollout_fields
 

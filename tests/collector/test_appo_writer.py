@@ -8,9 +8,9 @@ import torch
 from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, EchoPolicy, spec
 
-from unilab_lit.collector.channel import EPISODES, TIMING
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
+from unilab_lit.ipc.channel import EPISODES, TIMING
 from unilab_lit.nn.normalization import normalize
 
 N, T = 4, 8

@@ -129,8 +129,8 @@ LEARNER_SCRIPT = textwrap.dedent(
     def main():
         from collector_workers import spec
         from collector_rig import ACT, OBS
-        from unilab_lit.collector.appo_writer import AppoWriterSpec
-        from unilab_lit.collector.config import CollectorConfig
+        from unilab_lit.collector.writers import AppoWriterSpec
+        from unilab_lit.collector.options import CollectorConfig
         from unilab_lit.collector.options import CollectorOptions
         from unilab_lit.collector.process import CollectorProcess
         from unilab_lit.ipc import RolloutRing, rollout_fields

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from unilab_lit.collector.channel import EPISODES
 from unilab_lit.collector.loop import _EpisodeReport
+from unilab_lit.ipc.channel import EPISODES
 
 
 def _info(returns: list[float], nonfinite: int = 0) -> dict:

@@ -11,15 +11,14 @@ import torch
 from collector_rig import ACT, OBS
 from collector_workers import ConstantGaussian, spec
 
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.lockstep import LockstepLink
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
-from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
+from unilab_lit.collector.writers import OffPolicyWriterSpec
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, SharedWeights, flat_size, replay_columns
+from unilab_lit.ipc.lockstep import LockstepLink
 
 N = 4
 STEPS_PER_SYNC = 2

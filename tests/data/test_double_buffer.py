@@ -12,15 +12,14 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.lockstep import LockstepLink
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
-from unilab_lit.collector.options import CollectorOptions
+from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorError, CollectorProcess
+from unilab_lit.collector.writers import OffPolicyWriterSpec
 from unilab_lit.data.double_buffer import DoubleBufferPipeline, sample_seed
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc import ReplayStorage, SharedWeights, flat_size, list_segments, replay_columns
+from unilab_lit.ipc.lockstep import LockstepLink
 from unilab_lit.nn.offpolicy_nets import DeterministicActor
 from unilab_lit.nn.policies import PolicySpec
 

@@ -175,7 +175,7 @@ def test_collector_imports_neither_rsl_rl_nor_tensordict():
     # Both pull in torch._dynamo: seconds of collector start-up for nothing it uses.
     code = (
         "import sys, unilab_lit.collector._entry, unilab_lit.collector.loop, "
-        "unilab_lit.collector.appo_writer, unilab_lit.nn.policies; "
+        "unilab_lit.collector.writers, unilab_lit.nn.policies; "
         "print(sorted(m for m in ('rsl_rl', 'tensordict', 'lightning') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,14 +12,15 @@ from tensordict import TensorDict
 
 from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
-from unilab_lit.algos.functional import all_finite, mean_terms, polyak_update
-from unilab_lit.algos.ppo_losses import (
-    LearningRateSchedule,
-    Schedule,
+from unilab_lit.algos.functional import (
+    all_finite,
     clipped_value_loss,
     gaussian_kl,
     impact_surrogate_loss,
+    mean_terms,
+    polyak_update,
 )
+from unilab_lit.algos.lr_schedule import LearningRateSchedule, Schedule
 from unilab_lit.algos.vtrace import vtrace
 from unilab_lit.nn.policies import (
     Activation,
@@ -93,7 +94,7 @@ class APPO(RLAlgorithm):
         num_learning_epochs: Passes over each item per iteration (>= 1).
         num_mini_batches: Minibatches per pass (>= 1); the remainder of ``T·M`` is dropped.
         schedule: ``"adaptive"`` (KL-driven), ``"fixed"`` or ``"linear"`` (to ``min_learning_rate``
-            at ``trainer.max_steps``): see :class:`~unilab_lit.algos.ppo_losses.LearningRateSchedule`.
+            at ``trainer.max_steps``): see :class:`~unilab_lit.algos.lr_schedule.LearningRateSchedule`.
         desired_kl: Target ``KL(target ‖ current)`` per minibatch for the adaptive schedule (> 0).
         kl_tolerance_factor: The rate falls when KL > desired·factor and rises when
             0 < KL < desired/factor (> 1).

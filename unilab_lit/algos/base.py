@@ -8,15 +8,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
-from lightning.pytorch import Callback
 from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
 
 from unilab_lit import distributed
 from unilab_lit.algos.data_parallel import DataParallelHooks
 from unilab_lit.algos.nonfinite import NonfiniteGuard
-from unilab_lit.collector.obs_norm_sync import ObsNormSync
-from unilab_lit.collector.weight_sync import WeightSync
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.nn.policies import NormalizedPolicy, PolicySpec
 from unilab_lit.telemetry import metrics, tracing
@@ -40,7 +37,7 @@ class RLAlgorithm(DataParallelHooks, ABC):
     ``state_dict`` and ``ObsNormSync`` publishes ``obs_normalizer``'s statistics, and the
     collector normalises raw policy observations with exactly those before acting.
     :meth:`inference_policy` is the same policy for evaluation and export: raw observation in,
-    deterministic action out. :meth:`configure_callbacks` adds the two sync callbacks when the
+    deterministic action out. The collector data module adds the two sync callbacks when the
     trainer has none, because without them the collector waits forever for its first weights
     and statistics.
     Each item of the data module is a ``TensorDict``: a time-major ``[T, M]`` rollout for APPO
@@ -153,24 +150,6 @@ class RLAlgorithm(DataParallelHooks, ABC):
         self.actor = self._actor_spec.build()
 
     # ------------------------------------------------------------------------- Lightning
-    def configure_callbacks(self) -> list[Callback]:
-        """``WeightSync`` and ``ObsNormSync`` for whichever of the two the trainer lacks.
-
-        The collector acts only after it received weights and statistics, so a run without
-        them would wait for data until ``data_timeout_s``. A trainer's own instance (of the
-        class or a subclass) keeps its settings: Lightning replaces trainer callbacks of the
-        type this returns, so only the missing types are returned. A fit on plain dataloaders
-        (no data module, so no collector to publish to) gets none.
-        """
-        if self.trainer.datamodule is None:
-            return []
-        present = self.trainer.callbacks
-        return [
-            required()
-            for required in (WeightSync, ObsNormSync)
-            if not any(isinstance(callback, required) for callback in present)
-        ]
-
     def on_fit_start(self) -> None:
         super().on_fit_start()
         if self.trainer.precision == "16-mixed":

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from unilab_lit.app.cli_io import OutputError, check_output, checkpoint_parser, one_line
-from unilab_lit.app.policy_episodes import (
+from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
+from unilab_lit.envs.policy_episodes import (
     EpisodeResults,
     FrameRecording,
     policy_actions,
     run_episodes,
 )
-from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
 from unilab_lit.telemetry import video
 from unilab_lit.validation import check_arg
 

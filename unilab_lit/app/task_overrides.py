@@ -16,7 +16,7 @@ import yaml
 from jsonargparse import get_loader
 from lightning.pytorch.cli import LightningArgumentParser
 
-from unilab_lit.app.config_errors import PREFIX
+from unilab_lit.config_errors import PREFIX
 from unilab_lit.envs.task_spec import TaskSpec
 
 # ``--data.init_args.collector.task.init_args.<arg>[.<key>...]`` (``init_args.`` optional, as

@@ -6,7 +6,6 @@ import errno
 import importlib
 import logging
 import shutil
-import signal
 import sys
 import time
 import warnings
@@ -21,12 +20,12 @@ from lightning.pytorch.utilities import rank_zero
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
+from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
+from callbacks.step_progress_bar import StepProgressBar
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
-from unilab_lit.app.checkpoint_io import CheckpointWriteError
 from unilab_lit.app.cli_io import find_config
-from unilab_lit.app.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.app.resume import (
     DATA_SIZES,
     CheckpointMismatchError,
@@ -36,8 +35,9 @@ from unilab_lit.app.resume import (
     resolve_checkpoint,
 )
 from unilab_lit.app.run_summary import run_summary
-from unilab_lit.app.step_progress_bar import StepProgressBar
 from unilab_lit.app.task_overrides import with_task_overrides
+from unilab_lit.checkpoint_io import CheckpointWriteError
+from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
@@ -47,8 +47,6 @@ from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
 
 log = logging.getLogger(__name__)
-# Exit status of a run stopped by SIGTERM / SIGUSR1 (the shell's 128 + SIGTERM).
-SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 # Imported here so that jsonargparse knows them by name: ``--model.help APPO`` and
 # ``--data.help RolloutDataModule`` work and ``--help`` lists them.
 _ALGORITHMS = (APPO, FastTD3, FastSAC)

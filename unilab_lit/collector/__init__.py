@@ -1,19 +1,6 @@
-"""The collector subprocess: steps the batched env with a CPU actor and writes into shared memory.
+"""The collector subprocess (process, prestart, _entry, loop, writers, snapshot) and its learner-side
+handle (options, session, link, transport).
 
-Only light modules are imported here; a spawn child imports this package before its first line.
+Re-exports nothing: a spawn child imports this package before its first line, and the child's
+entry module (``_entry``) imports only the standard library at its top.
 """
-
-from __future__ import annotations
-
-from unilab_lit.collector.channel import EPISODES, TIMING, MetricsChannel
-from unilab_lit.collector.config import CollectorConfig
-from unilab_lit.collector.process import CollectorError, CollectorProcess
-
-__all__ = [
-    "EPISODES",
-    "TIMING",
-    "CollectorConfig",
-    "CollectorError",
-    "CollectorProcess",
-    "MetricsChannel",
-]

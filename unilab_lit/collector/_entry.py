@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, NoReturn
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-    from unilab_lit.collector.channel import MetricsChannel
-    from unilab_lit.collector.control import ControlBlock
+    from unilab_lit.ipc.channel import MetricsChannel
+    from unilab_lit.ipc.control import ControlBlock
 
 logger = logging.getLogger(__name__)
 

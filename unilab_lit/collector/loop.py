@@ -19,15 +19,15 @@ import numpy as np
 import torch
 
 from unilab_lit.collector import snapshot
-from unilab_lit.collector.channel import EPISODES, TIMING, MetricsChannel
-from unilab_lit.collector.control import (
+from unilab_lit.collector.writers import Transition, Writer
+from unilab_lit.envs.spec import POLICY
+from unilab_lit.ipc.channel import EPISODES, TIMING, MetricsChannel
+from unilab_lit.ipc.control import (
     STEPPING,
     WAITING_FOR_FIRST_PUBLISH,
     WAITING_FOR_LEARNER,
     ControlBlock,
 )
-from unilab_lit.collector.writer import Transition, Writer
-from unilab_lit.envs.spec import POLICY
 from unilab_lit.ipc.futex import WAIT_SLICE_S
 from unilab_lit.ipc.versioned import NOT_PUBLISHED
 from unilab_lit.nn.normalization import normalize
@@ -36,7 +36,7 @@ from unilab_lit.telemetry import tracing
 if TYPE_CHECKING:
     from torch import nn
 
-    from unilab_lit.collector.config import CollectorConfig
+    from unilab_lit.collector.options import CollectorConfig
     from unilab_lit.envs.base import BatchedMujocoEnv
     from unilab_lit.ipc.obs_stats import SharedObsStats
     from unilab_lit.ipc.weights import SharedWeights

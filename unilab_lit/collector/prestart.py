@@ -23,8 +23,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from unilab_lit.collector import _entry
-from unilab_lit.collector.channel import MetricsChannel
-from unilab_lit.collector.control import ControlBlock
+from unilab_lit.ipc.channel import MetricsChannel
+from unilab_lit.ipc.control import ControlBlock
 
 # The MetricsChannel size every CollectorProcess uses unless told otherwise.
 METRICS_CAPACITY = 64

@@ -15,13 +15,13 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from unilab_lit.collector import _entry, prestart
-from unilab_lit.collector.channel import MetricsChannel
-from unilab_lit.collector.control import FAILED, READY, STOPPED, ControlBlock
+from unilab_lit.ipc.channel import MetricsChannel
+from unilab_lit.ipc.control import FAILED, READY, STOPPED, ControlBlock
 from unilab_lit.ipc.futex import WAIT_SLICE_S, CounterWatch
 from unilab_lit.validation import check_arg
 
 if TYPE_CHECKING:
-    from unilab_lit.collector.config import CollectorConfig
+    from unilab_lit.collector.options import CollectorConfig
 
 logger = logging.getLogger(__name__)
 

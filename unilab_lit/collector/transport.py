@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from unilab_lit.collector.config import WriterSpec
+    from unilab_lit.collector.options import WriterSpec
     from unilab_lit.collector.process import CollectorProcess
     from unilab_lit.ipc.replay_storage import ReplayStorage
 

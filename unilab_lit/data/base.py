@@ -4,28 +4,44 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch import Callback, LightningDataModule, LightningModule
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
+from callbacks.collector_sync import ObsNormSync, WeightSync
 from unilab_lit import distributed
-from unilab_lit.collector.link import CollectorLink
-from unilab_lit.collector.memory_plan import check_memory_plan
+from unilab_lit.collector.link import CollectorLink, FeedingDataset, FeedStats
 from unilab_lit.collector.options import CollectorOptions
-from unilab_lit.collector.session import CollectorSession
-from unilab_lit.collector.threads import limit_learner_threads
+from unilab_lit.collector.session import CollectorSession, check_memory_plan, limit_learner_threads
 from unilab_lit.collector.transport import Transport
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.envs.spec import POLICY, EnvSpec
 from unilab_lit.ipc.reclaim import reclaim_dead_owners
 from unilab_lit.ipc.weights import flat_size
+
+
+def with_publishers(callbacks: Sequence[Callback]) -> list[Callback]:
+    """``callbacks`` with a ``WeightSync`` and an ``ObsNormSync`` for whichever of the two it lacks.
+
+    The collector acts only after it received weights and statistics, so a run without them
+    would wait for data until ``data_timeout_s``. A trainer's own instance (of the class or a
+    subclass) keeps its settings. The added ones go before the checkpoint callbacks, which
+    Lightning keeps last.
+    """
+    missing = [
+        required()
+        for required in (WeightSync, ObsNormSync)
+        if not any(isinstance(callback, required) for callback in callbacks)
+    ]
+    at = next((i for i, c in enumerate(callbacks) if isinstance(c, Checkpoint)), len(callbacks))
+    return [*callbacks[:at], *missing, *callbacks[at:]]
 
 
 def _as_is(item: TensorDict) -> TensorDict:
@@ -36,8 +52,9 @@ def _as_is(item: TensorDict) -> TensorDict:
 class CollectorDataModule(LightningDataModule, ABC):
     """Runs a :class:`CollectorSession` from ``setup("fit")`` to ``teardown`` / ``on_exception``.
 
-    ``setup`` checks the model's ``training_step``, limits the learner's threads, and starts a
-    session with the subclass's transport (:meth:`_make_transport`) and the model's
+    ``setup`` adds the ``WeightSync`` / ``ObsNormSync`` the trainer lacks (:func:`with_publishers`;
+    this owns the trainer wiring of the collector, so a plain ``Trainer`` gets them too), checks
+    the model's ``training_step``, limits the learner's threads, and starts a session with the subclass's transport (:meth:`_make_transport`) and the model's
     ``collector_policy()``, ``collector_policy_spec()`` and ``obs_normalizer``. Callbacks reach
     the running session only through :attr:`collector_link`.
 
@@ -64,8 +81,9 @@ class CollectorDataModule(LightningDataModule, ABC):
         self.save_hyperparameters(logger=False)
         self.collector = collector
         self._session: CollectorSession | None = None
+        self._link: CollectorLink | None = None  # the running session's, handed to callbacks
         self._transport: Transport | None = None  # this fit's, planned once
-        self._feed = FeedStats()
+        self._feed = FeedStats()  # one object for the module's life: data sets count into it
         self._collector_state: dict[str, Any] | None = None  # what the next session restores
         _ = self.env_spec  # a task that cannot be built fails here, before anything starts
 
@@ -91,12 +109,12 @@ class CollectorDataModule(LightningDataModule, ABC):
         Raises:
             RuntimeError: while no collector runs.
         """
-        if self._session is None:
+        if self._link is None:
             raise RuntimeError(
                 f"{type(self).__name__} runs no collector now: setup('fit') starts it and "
                 "teardown stops it"
             )
-        return self._session.link
+        return self._link
 
     @property
     def feed(self) -> FeedStats:
@@ -119,6 +137,7 @@ class CollectorDataModule(LightningDataModule, ABC):
     @override
     def setup(self, stage: str) -> None:
         if stage == "fit" and self._session is None:
+            self.trainer.callbacks[:] = with_publishers(self.trainer.callbacks)
             self._start_collector(self.trainer.lightning_module)
 
     @override
@@ -144,7 +163,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         env_steps = int(state_dict.get("env_steps", 0))
         # Checkpoints from before the learned counter: every delivered step counted as learned.
         learned = int(state_dict.get("learned_env_steps", env_steps))
-        self._attach_feed(FeedStats(env_steps=env_steps, learned_env_steps=learned))
+        self._feed.env_steps, self._feed.learned_env_steps = env_steps, learned
         self._collector_state = state_dict.get("collector")
         if self._session is not None and self._collector_state is not None:
             self._session.restore(self._collector_state)
@@ -174,12 +193,6 @@ class CollectorDataModule(LightningDataModule, ABC):
             self._transport = transport
         return self._transport
 
-    def _attach_feed(self, feed: FeedStats) -> None:
-        """Read the counters from ``feed`` from now on (a new data set, or restored ones)."""
-        self._feed = feed
-        if self._session is not None:
-            self._session.link.feed = feed
-
     def _stop_check(self) -> Callable[[], bool]:
         """What ends this fit's waits for data early: a stop request on the collector link.
 
@@ -191,8 +204,7 @@ class CollectorDataModule(LightningDataModule, ABC):
         return lambda: link.stop_requested
 
     def _item_loader(self, dataset: FeedingDataset) -> DataLoader:
-        """The loader of ``dataset``, whose items are whole batches; its counters are read from now on."""
-        self._attach_feed(dataset.stats)
+        """The loader of ``dataset``, whose items are whole batches."""
         return DataLoader(dataset, batch_size=None, num_workers=0, collate_fn=_as_is)
 
     def _start_collector(self, model: LightningModule) -> None:
@@ -204,7 +216,7 @@ class CollectorDataModule(LightningDataModule, ABC):
             self._planned_transport(model),
             self._feed,
         )
-        session.start(
+        self._link = session.start(
             model.collector_policy(),
             model.collector_policy_spec(),
             model.obs_normalizer,
@@ -230,6 +242,7 @@ class CollectorDataModule(LightningDataModule, ABC):
             )
 
     def _stop_collector(self) -> None:
+        self._link = None
         if self._session is not None:
             self._session.stop()
             self._session = None

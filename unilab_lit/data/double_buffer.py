@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from unilab_lit import distributed
-from unilab_lit.collector.lockstep import NUM_SLOTS, LockstepLink
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.ipc.futex import WAIT_SLICE_S
+from unilab_lit.ipc.lockstep import NUM_SLOTS, LockstepLink
 from unilab_lit.ipc.replay_storage import ReplayStorage
 from unilab_lit.telemetry import tracing
 

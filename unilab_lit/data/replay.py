@@ -12,15 +12,15 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.collector.lockstep import LockstepLink
-from unilab_lit.collector.offpolicy_writer import OffPolicyWriterSpec
+from unilab_lit.collector.link import FeedingDataset, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.transport import Transport, unlink_blocks
+from unilab_lit.collector.writers import OffPolicyWriterSpec
 from unilab_lit.data.base import CollectorDataModule
 from unilab_lit.data.double_buffer import DoubleBufferPipeline
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.lockstep import LockstepLink
 from unilab_lit.ipc.replay_storage import ReplayStorage, replay_columns
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ class ReplayDataset(FeedingDataset):
     ``critic_obs``, ``next_critic_obs`` ``[R, D]``, ``actions [R, A]``, ``reward [R]`` (float32,
     raw) and ``done``, ``truncated [R]`` (bool; ``done`` is terminated-or-truncated). The float
     tensors are column views of the pipeline's device slot, valid until the next item is drawn.
-    :attr:`stats` counts the collector steps behind the items (from ``start``, the counts of
-    earlier runs) and the latest wait. The stream ends when the pipeline's wait ended on a stop
+    :attr:`stats` counts the collector steps behind the items (into ``start`` when given: the
+    data module's counters, earlier runs' counts included) and the latest wait. The stream ends when the pipeline's wait ended on a stop
     request.
     """
 
@@ -57,8 +57,8 @@ class ReplayDataset(FeedingDataset):
     ) -> None:
         self._pipeline = pipeline
         self._slices = {name: replay.column_slice(name) for name in replay.columns}
-        self._start = start or FeedStats()
-        self.stats = dataclasses.replace(self._start)
+        self.stats = FeedStats() if start is None else start
+        self._start = dataclasses.replace(self.stats)
 
     def __iter__(self) -> Iterator[TensorDict]:
         while (item := self._next_item()) is not None:

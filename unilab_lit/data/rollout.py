@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,15 +14,15 @@ from torch.utils.data import DataLoader
 from typing_extensions import override
 
 from unilab_lit import distributed
-from unilab_lit.collector.appo_writer import AppoWriterSpec
+from unilab_lit.collector.link import FeedingDataset, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
-from unilab_lit.collector.rollout_gate import RolloutGate
 from unilab_lit.collector.transport import Transport, unlink_blocks
+from unilab_lit.collector.writers import AppoWriterSpec
 from unilab_lit.data.base import CollectorDataModule
-from unilab_lit.data.feed_stats import FeedingDataset, FeedStats
 from unilab_lit.data.staging import VERSION_FIELD, StagingPool
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
+from unilab_lit.ipc.rollout_gate import RolloutGate
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 from unilab_lit.telemetry import tracing
 from unilab_lit.validation import check_arg
@@ -43,8 +42,8 @@ class RolloutDataset(FeedingDataset):
     until the ring holds an unread rollout; move it (with a gate) or every available rollout
     (without) into the staging pool, and yield the pool's combined time-major batch (a
     ``TensorDict`` of batch size ``[T, M]``, see :func:`~unilab_lit.data.staging.rollout_batch`).
-    :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (from
-    ``start``, the counts of earlier runs) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
+    :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (into
+    ``start`` when given: the data module's counters, earlier runs' counts included) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
     within ``timeout_s`` raises ``TimeoutError``. Once ``stop_requested()`` is true, a wait
     without a rollout ends the stream instead (training stops after the last iteration); under
     DDP the ranks wait together (``unilab_lit.distributed.wait_on_every_rank``), so a stop
@@ -69,7 +68,7 @@ class RolloutDataset(FeedingDataset):
         self._collector = collector
         self._timeout_s = timeout_s
         self._stop_requested = stop_requested
-        self.stats = dataclasses.replace(start or FeedStats())
+        self.stats = FeedStats() if start is None else start
 
     def __iter__(self) -> Iterator[TensorDict]:
         while (batch := self._next_batch()) is not None:
@@ -228,7 +227,7 @@ class RolloutDataModule(CollectorDataModule):
             rollouts are part of every checkpoint, so a resumed run trains on the same ones.
         max_policy_lag: Sample Factory's ``max_policy_lag``, in learner iterations: the
             collector starts a rollout only when it is at most this many rollouts ahead of the
-            one the learner reads (``unilab_lit.collector.rollout_gate``), and the learner stages
+            one the learner reads (``unilab_lit.ipc.rollout_gate``), and the learner stages
             one rollout per iteration. The newest rollout of every batch was then acted by
             weights at most ``max_policy_lag`` iterations old, none is dropped, each is trained
             in exactly ``staging_capacity`` iterations, and the collector runs at the learner's

@@ -1,4 +1,9 @@
-"""rsl-rl-lib ``VecEnv`` over a batched env, so rsl_rl's ``OnPolicyRunner`` can train our tasks."""
+"""rsl-rl-lib ``VecEnv`` over a batched env, so rsl_rl's ``OnPolicyRunner`` can train our tasks.
+
+Not used by training here: ``bench/appo_vs_rsl_rl.py`` runs rsl_rl's PPO through it as the
+in-run baseline, and a user can do the same to compare (rsl-rl-lib is a runtime dependency).
+It steps the task in the learner process, with no collector.
+"""
 
 from __future__ import annotations
 

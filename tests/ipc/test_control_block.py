@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from unilab_lit.collector.control import ERROR_CAPACITY, FAILED, READY, ControlBlock
+from unilab_lit.ipc.control import ERROR_CAPACITY, FAILED, READY, ControlBlock
 
 
 def test_error_text_round_trips_and_flips_state_to_failed():

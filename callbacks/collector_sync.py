@@ -1,4 +1,9 @@
-"""Shared schedule for callbacks that push learner state to the collector."""
+"""Learner -> collector publishing: the weights and the observation statistics, on one schedule.
+
+``WeightSync`` and ``ObsNormSync`` are the senders of the shared ``SharedWeights`` and
+``SharedObsStats``; ``PeriodicPublisher`` is the schedule both follow. A collector data module adds
+whichever of the two a trainer lacks (``unilab_lit.data.base``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
+from unilab_lit.collector.link import collector_link
 from unilab_lit.telemetry import tracing
 from unilab_lit.validation import check_arg
 
@@ -52,3 +58,37 @@ class PeriodicPublisher(Callback, ABC):
     @abstractmethod
     def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Push the learner-side state to the collector as version ``trainer.global_step``."""
+
+
+class WeightSync(PeriodicPublisher):
+    """Publishes the module's collector policy to the collector (``CollectorLink.weights``).
+
+    The version is the learner's ``global_step`` (one step = one learner iteration):
+    the collector stamps it on the data it generates, and the policy lag is measured
+    in it.
+
+    Args:
+        every_n_steps: Publish after every this many learner iterations (>= 1).
+    """
+
+    def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        collector_link(trainer).weights.publish_module(
+            pl_module.collector_policy(), version=trainer.global_step
+        )
+
+
+class ObsNormSync(PeriodicPublisher):
+    """Publishes the module's ``obs_normalizer`` statistics to the collector (``SharedObsStats``).
+
+    The collector normalises with exactly these statistics and the learner's ``eps``
+    and ``clip`` (they travel in the collector's config), so both sides compute the
+    same normalised observation.
+
+    Args:
+        every_n_steps: Publish after every this many learner iterations (>= 1).
+    """
+
+    def _publish(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        collector_link(trainer).obs_stats.publish_normalizer(
+            pl_module.obs_normalizer, version=trainer.global_step
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unilab_lit.data import replay_sidecar
+from unilab_lit.ipc import replay_sidecar
 from unilab_lit.ipc.replay_storage import ReplayStorage
 
 COLUMNS = {"obs": 3, "reward": 1}

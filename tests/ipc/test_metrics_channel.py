@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from unilab_lit.collector.channel import EPISODES, MetricsChannel
+from unilab_lit.ipc.channel import EPISODES, MetricsChannel
 
 
 def test_drain_returns_messages_in_order_when_not_full():
