@@ -14,7 +14,11 @@ a safety cap in the configs, is lifted either way. It prints:
   value logged at or before it; "not reached" when the run ended earlier);
 - the return at the end of the run, with its env steps and seconds;
 - env-steps/s over the whole run (last env-step count over its time since launch);
-- with ``--tags``, each chosen scalar (e.g. ``Episode/tracking_error_lin_vel``) at each mark.
+- with ``--tags``, each chosen scalar (e.g. ``Episode/tracking_error_lin_vel``) at each mark;
+- with ``--seeds 0 1 2``, one fit per seed (``seed_everything`` and the collector's seed) in
+  ``<log-dir>/seed_<S>``, and instead of the curves the median, minimum and maximum over the
+  seeds of the return and of each ``--tags`` scalar at each mark and at the end (the same
+  aggregation as ``python -m unilab_lit.app.seeds``).
 
 ``--log-dir DIR`` keeps the whole run there, its checkpoints included, so that the trained
 policy can be filmed afterwards (``python -m unilab_lit.app.play --ckpt_path last --run_dir DIR
@@ -44,6 +48,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from unilab_lit.app.seeds import read_scalars, spread
 
 RETURN_KEY = "Train/mean_reward"
 ENV_STEPS_KEY = "Train/learned_env_steps"
@@ -106,24 +112,18 @@ def read_curve(log_dir: str, tag: str = RETURN_KEY) -> list[tuple[float, int, fl
         FileNotFoundError: If the run wrote no event file.
         KeyError: If the run never logged ``tag``.
     """
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    files = sorted(Path(log_dir).rglob("events.out.tfevents*"))
-    if not files:
-        raise FileNotFoundError(f"no TensorBoard event file under {log_dir}")
-    acc = EventAccumulator(str(files[-1].parent), size_guidance={"scalars": 0})
-    acc.Reload()
-    tags = acc.Tags()["scalars"]
-    if tag not in tags:
-        raise KeyError(f"{tag!r} was never logged; the run logged {sorted(tags)}")
-    steps = [(e.step, e.value) for e in acc.Scalars(ENV_STEPS_KEY)] if ENV_STEPS_KEY in tags else []
+    values = read_scalars(log_dir, tag)
+    try:
+        steps = [(step, value) for _, step, value in read_scalars(log_dir, ENV_STEPS_KEY)]
+    except KeyError:
+        steps = []
 
     def env_steps_at(step: int) -> int:
         # Eval/* values land on steps between the loggers' regular writes.
         before = [value for s, value in steps if s <= step]
         return int(before[-1]) if before else -1
 
-    return [(e.wall_time, env_steps_at(e.step), e.value) for e in acc.Scalars(tag)]
+    return [(wall, env_steps_at(step), value) for wall, step, value in values]
 
 
 def report(
@@ -211,6 +211,14 @@ def main() -> None:
         default=[],
         help="more scalars to print at the marks (TensorBoard tags)",
     )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="one fit per seed (seed_everything and the collector's seed); prints the median, "
+        "min and max over the seeds at each mark",
+    )
     argv = sys.argv[1:]
     # Everything after "--" goes to cli.py fit unchanged (its options look like ours).
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -220,6 +228,9 @@ def main() -> None:
     config = args.config
     if args.env_steps is not None or args.seconds is not None:
         config = config_with_budget(config, args.env_steps, log_dir)
+    if args.seeds is not None:
+        report_seeds(config, args, log_dir, extra)
+        return
     print("load average at start:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     start = run_fit(config, args.seconds, log_dir, extra)
     print("load average at end:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -230,6 +241,30 @@ def main() -> None:
         print(f"{tag} at marks:")
         values = read_curve(log_dir, tag)
         report_marks(values, start, args.marks, args.step_marks, end=curve[-1][:2])
+
+
+def report_seeds(config: str, args: argparse.Namespace, log_dir: str, extra: list[str]) -> None:
+    """One fit per seed in ``<log_dir>/seed_<S>``; each tag's spread over the seeds at each mark
+    (the last value logged at or before it) and at the end."""
+    starts, curves = {}, {}
+    print("load average at start:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    for seed in args.seeds:
+        seed_dir = str(Path(log_dir) / f"seed_{seed}")
+        seed_args = [f"--seed_everything={seed}", f"--data.init_args.collector.seed={seed}"]
+        starts[seed] = run_fit(config, args.seconds, seed_dir, [*seed_args, *extra])
+        curves[seed] = {tag: read_curve(seed_dir, tag) for tag in (RETURN_KEY, *args.tags)}
+    print("load average at end:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print("events:", log_dir)
+    for tag in (RETURN_KEY, *args.tags):
+        marks = [(f"{m:.0f} s", lambda p, s, m=m: p[0] - starts[s] <= m) for m in args.marks]
+        marks += [(f"{m} env steps", lambda p, s, m=m: p[1] <= m) for m in args.step_marks]
+        marks.append(("the end", lambda p, s: True))
+        for label, within in marks:
+            at = {}
+            for seed in args.seeds:
+                before = [p for p in curves[seed][tag] if within(p, seed)]
+                at[seed] = before[-1][2] if before else None
+            print(f"at {label}: {spread(tag, at)}")
 
 
 if __name__ == "__main__":

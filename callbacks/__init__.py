@@ -13,6 +13,7 @@ from callbacks.rl_checkpoint import RLCheckpoint
 from callbacks.step_progress_bar import StepProgressBar
 from callbacks.stop_checkpoint import StopCheckpoint
 from callbacks.trace_capture import Tracing
+from callbacks.trial_pruning import TrialPruning
 
 __all__ = [
     "EnvStepBudget",
@@ -24,5 +25,6 @@ __all__ = [
     "StepProgressBar",
     "StopCheckpoint",
     "Tracing",
+    "TrialPruning",
     "WeightSync",
 ]

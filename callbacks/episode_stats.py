@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
 from unilab_lit import distributed
@@ -18,6 +20,8 @@ from unilab_lit.ipc.channel import EPISODES, TIMING
 from unilab_lit.telemetry import metrics as keys
 from unilab_lit.telemetry.log_schedule import loggers_write_this_step
 from unilab_lit.validation import check_arg
+
+logger = logging.getLogger(__name__)
 
 _REWARD_PREFIX = "reward/"
 _PROG_BAR_KEYS = (keys.ENV_STEPS, keys.TOTAL_FPS, keys.MEAN_REWARD)
@@ -74,6 +78,18 @@ def job_values(
     return out
 
 
+@rank_zero_only
+def _warn_no_episode_yet(trainer: Trainer) -> None:
+    logger.warning(
+        "epoch %d ends after %d iterations, before the first episode finished: %s does not "
+        "exist yet, so a callback monitoring it with strict=True (EarlyStopping's default) "
+        "raises; make the epoch longer (trainer.limit_train_batches) or pass strict: false",
+        trainer.current_epoch,
+        trainer.num_training_batches,
+        keys.MEAN_REWARD,
+    )
+
+
 class EpisodeStatsMonitor(Callback):
     """Logs ``Train/mean_reward``, ``Train/mean_episode_length``, ``Episode/*`` and throughput.
 
@@ -90,6 +106,12 @@ class EpisodeStatsMonitor(Callback):
     once). ``Perf/ring_dropped_rollouts`` counts rollouts the collector overwrote unread,
     ``Perf/metrics_dropped`` collector messages lost before the learner drained them (both since
     the collector started).
+
+    The episode means exist from the first iteration after the first finished episode (the
+    collector reports its first episodes at once), and every key is logged on an epoch's last
+    batch (``trainer.limit_train_batches`` is the epoch length), so ``EarlyStopping`` and
+    ``ModelCheckpoint`` monitoring ``Train/mean_reward`` have a value at each epoch end; an
+    epoch that ends before any episode finished logs one warning saying so.
 
     Args:
         window: Finished episodes the means are taken over (>= 1).
@@ -155,8 +177,12 @@ class EpisodeStatsMonitor(Callback):
         )
         shown = {k: values.pop(k) for k in _PROG_BAR_KEYS if self.prog_bar and k in values}
         # Each logged key costs ~1 ms on a busy CPU: the progress-bar keys every iteration, the
-        # rest only when the loggers write (as Lightning's LearningRateMonitor does).
-        if loggers_write_this_step(trainer):
+        # rest only when the loggers write (as Lightning's LearningRateMonitor does) and on an
+        # epoch's last batch, where EarlyStopping and ModelCheckpoint read what was logged.
+        epoch_end = batch_idx + 1 >= trainer.num_training_batches
+        if epoch_end and keys.MEAN_REWARD not in values and keys.MEAN_REWARD not in shown:
+            _warn_no_episode_yet(trainer)
+        if loggers_write_this_step(trainer) or epoch_end:
             pl_module.log_dict(values, batch_size=1)
         pl_module.log_dict(shown, prog_bar=True, batch_size=1)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from tensorboard.compat.proto.summary_pb2 import Summary
 from typing_extensions import override
 
@@ -42,7 +43,8 @@ class PolicyEvaluator(Callback):
 
     With ``every_n_video_steps`` set, the evaluation on those iterations also renders env 0
     (offscreen) and logs up to ``video_frames`` frames as an animated clip under ``Eval/video``
-    to every ``TensorBoardLogger``.
+    to every logger that takes one: ``TensorBoardLogger`` and ``WandbLogger`` (its
+    ``log_video``); the others are named once at the start.
 
     Under DDP the episodes run on rank 0 only (its env batch is the only one built) and the
     values are broadcast, so every rank logs the same ``Eval/*`` and a checkpoint that monitors
@@ -120,6 +122,8 @@ class PolicyEvaluator(Callback):
             self._next_video_step = _next_multiple(step, self.every_n_video_steps)
         if self._env is None and trainer.is_global_zero:
             self._env = self._make_env(trainer)
+            if self.every_n_video_steps is not None:
+                self._say_which_loggers_take_clips(trainer)
 
     @override
     def on_train_batch_end(
@@ -203,22 +207,41 @@ class PolicyEvaluator(Callback):
         if results.frames:
             self._log_clip(trainer, results, step)
 
+    @staticmethod
+    def _say_which_loggers_take_clips(trainer: Trainer) -> None:
+        """One line at the start naming the loggers that get no clip (not one at every clip)."""
+        without = [type(lg).__name__ for lg in trainer.loggers if not _takes_clips(lg)]
+        if len(without) == len(trainer.loggers):
+            log.warning(
+                "PolicyEvaluator: no logger takes clips (TensorBoardLogger and WandbLogger "
+                "do); the clips every_n_video_steps asks for go nowhere"
+            )
+        elif without:
+            log.info("PolicyEvaluator: clips go to every logger but %s", ", ".join(without))
+
     def _log_clip(self, trainer: Trainer, results: EpisodeResults, step: int) -> None:
-        loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)]
-        if not loggers:
-            log.warning("PolicyEvaluator: clips go to TensorBoardLogger only; none is configured")
-            return
-        height, width, _ = results.frames[0].shape
-        image = Summary.Image(
-            height=height,
-            width=width,
-            colorspace=3,
-            encoded_image_string=video.gif_bytes(results.frames, 1.0 / self._env.spec.control_dt),
-        )
-        summary = Summary(value=[Summary.Value(tag=metrics.EVAL_VIDEO, image=image)])
-        for logger in loggers:
-            # What SummaryWriter.add_video writes, without its moviepy dependency.
-            write_tensorboard_summary(logger.experiment, summary, step)
+        fps = 1.0 / self._env.spec.control_dt
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoardLogger):
+                height, width, _ = results.frames[0].shape
+                image = Summary.Image(
+                    height=height,
+                    width=width,
+                    colorspace=3,
+                    encoded_image_string=video.gif_bytes(results.frames, fps),
+                )
+                summary = Summary(value=[Summary.Value(tag=metrics.EVAL_VIDEO, image=image)])
+                # What SummaryWriter.add_video writes, without its moviepy dependency.
+                write_tensorboard_summary(logger.experiment, summary, step)
+            elif _takes_clips(logger):
+                # W&B's Video takes [T, C, H, W] frames.
+                clip = np.stack(results.frames).transpose(0, 3, 1, 2)
+                logger.log_video(metrics.EVAL_VIDEO, [clip], step=step, fps=[fps], format=["gif"])
+
+
+def _takes_clips(logger: Logger) -> bool:
+    # TensorBoard through its summary protocol; any other logger with W&B's log_video API.
+    return isinstance(logger, TensorBoardLogger) or callable(getattr(logger, "log_video", None))
 
 
 def _next_multiple(step: int, every: int) -> int:

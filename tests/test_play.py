@@ -157,3 +157,7 @@ def test_play_help_shows_defaults(capsys):
         main(["--help"])
     shown = " ".join(capsys.readouterr().out.split())
     assert "(default: runs)" in shown and "(default: 16)" in shown
+    # One default each, none that contradicts the flag it is on.
+    assert "(default: None)" not in shown and "(default: True)" not in shown
+    assert shown.count("(default: all)") == 1 and "(default: all) (default" not in shown
+    assert shown.endswith("--stochastic sample actions as the collector does")

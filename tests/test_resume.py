@@ -80,10 +80,16 @@ class _LagRecorder(Callback):
         self.lags.append(float(trainer.callback_metrics[metrics.POLICY_LAG]))
 
 
-def _fit(ckpt_dir: Path, *extra: Callback, ckpt_path: Path | None = None):
+def _fit(
+    ckpt_dir: Path,
+    *extra: Callback,
+    ckpt_path: Path | None = None,
+    limit_train_batches: int | None = None,
+):
     model, data = _build()
     trainer = Trainer(
         max_steps=2 * N,
+        limit_train_batches=limit_train_batches,
         accelerator="cpu",
         logger=False,
         enable_progress_bar=False,
@@ -128,6 +134,20 @@ def test_resumed_appo_matches_uninterrupted_run_in_parameters_targets_and_normal
         straight["actor.model.mlp.0.weight"],
         runs["checkpoint"]["state_dict"]["actor.model.mlp.0.weight"],
     )
+
+
+def test_resume_across_epoch_boundaries_matches_uninterrupted_run(tmp_path):
+    # Epochs of 3 iterations: the straight run crosses epoch ends at steps 3 and 6, its step-4
+    # checkpoint lies inside epoch 1, and the resumed run finishes that epoch and crosses at 6.
+    straight = _fit(tmp_path / "straight", limit_train_batches=3)
+    checkpoint = tmp_path / "straight" / f"epoch=1-step={N}.ckpt"
+    resumed = _fit(tmp_path / "resumed", ckpt_path=checkpoint, limit_train_batches=3)
+    # Epochs 0 and 1 complete, and the one max_steps ended in, which Lightning counts as well.
+    assert (straight[2].current_epoch, resumed[2].current_epoch) == (3, 3)
+    assert resumed[2].global_step == 2 * N
+    expected, actual = straight[0].state_dict(), resumed[0].state_dict()
+    assert [k for k in expected if not torch.equal(expected[k], actual[k])] == []
+    assert straight[1].feed.env_steps == resumed[1].feed.env_steps
 
 
 def test_resumed_appo_matches_uninterrupted_run_in_optimizer_and_adaptive_lr(runs):

@@ -34,6 +34,9 @@ _GROUP_OPTION = re.compile(r"Group '(?P<grp>[\w.]+)' does not accept option '(?P
 _SUBCOMMAND_OPTION = re.compile(
     r"Subcommand '(?P<sub>\w+)' does not accept option '(?P<key>[\w.]+)'"
 )
+_CONFIG_FLAGS = ("-c", "--config")
+# Options that are no config value: their place on the command line does not matter.
+_ACTION_FLAGS = ("--print_config", "--help")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<args>.*)")
 _CLASS_IN_TYPE = re.compile(r"<class '(?:[\w.]+\.)?(?P<name>\w+)'>")
 # Lines of jsonargparse's union report that never carry the cause.
@@ -195,6 +198,27 @@ def check_yaml_files(paths: Iterable[str]) -> None:
             mark = err.problem_mark
             where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             raise SystemExit(f"{PREFIX}{file}{where}: {err.problem or err.context}") from None
+
+
+def check_override_order(args: Sequence[str]) -> None:
+    """Refuse an override placed before ``--config``: options apply in order, so the config
+    would replace its value (and an ``init_args`` key before its ``class_path`` is known fails
+    with "Logger is abstract").
+
+    Raises:
+        SystemExit: with one line naming the first such option.
+    """
+    configs = [
+        i for i, arg in enumerate(args) if arg in _CONFIG_FLAGS or arg.startswith("--config=")
+    ]
+    if not configs:
+        return
+    for arg in args[: configs[-1]]:
+        if arg.startswith("--") and arg.split("=", 1)[0] not in (*_CONFIG_FLAGS, *_ACTION_FLAGS):
+            raise SystemExit(
+                f"{PREFIX}{arg.split('=', 1)[0]} comes before --config, which would replace it: "
+                "put overrides after --config"
+            )
 
 
 def config_files(args: Sequence[str]) -> list[str]:

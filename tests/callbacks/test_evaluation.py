@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
 import pytest
 from lightning.pytorch import Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from callbacks import PolicyEvaluator
@@ -27,6 +29,7 @@ def _fit(
     max_steps: int,
     checkpoint: ModelCheckpoint,
     ckpt_path: Path | None = None,
+    logger: Logger | list[Logger] | None = None,
 ) -> Trainer:
     seed_everything(0)
     data = RolloutDataModule(
@@ -47,7 +50,7 @@ def _fit(
         max_steps,
         evaluator,
         checkpoint,
-        logger=TensorBoardLogger(root, name="run", version=0),
+        logger=TensorBoardLogger(root, name="run", version=0) if logger is None else logger,
         log_every_n_steps=100,  # Eval/* must reach the logger whatever this says
         enable_checkpointing=True,
     )
@@ -99,6 +102,51 @@ def test_evaluator_logs_eval_metrics_and_clip_at_its_steps_and_feeds_model_check
     evaluated = [event.value for event in events.Scalars(metrics.EVAL_MEAN_REWARD)]
     assert float(best.best_model_score) == pytest.approx(max(evaluated))
     assert float(trainer.callback_metrics[metrics.EVAL_MEAN_REWARD]) == pytest.approx(evaluated[-1])
+
+
+class _VideoLogger(CSVLogger):
+    """A logger with W&B's ``log_video`` API that records what it was given."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, name="videos")
+        self.videos: list[tuple[str, int, tuple, list]] = []
+
+    def log_video(self, key, videos, step=None, **kwargs) -> None:
+        self.videos.extend((key, step, v.shape, kwargs["fps"]) for v in videos)
+
+
+def _clip_evaluator() -> PolicyEvaluator:
+    return PolicyEvaluator(
+        every_n_steps=3, episodes=1, num_envs=1, every_n_video_steps=3, video_frames=4,
+        video_width=32, video_height=24,
+    )  # fmt: skip
+
+
+def test_clips_reach_loggers_with_log_video_and_the_others_are_named_once(tmp_path, caplog):
+    takes, skips = _VideoLogger(tmp_path), CSVLogger(tmp_path, name="plain")
+    best = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=100)
+    with caplog.at_level(logging.INFO, logger="callbacks.evaluation"):
+        _fit(tmp_path, _clip_evaluator(), max_steps=7, checkpoint=best, logger=[takes, skips])
+    # Frames [T, C, H, W] at logger steps 2 and 5 (iterations 3 and 6).
+    assert [(k, s, shape[1:]) for k, s, shape, _ in takes.videos] == [
+        (metrics.EVAL_VIDEO, 2, (3, 24, 32)),
+        (metrics.EVAL_VIDEO, 5, (3, 24, 32)),
+    ]
+    said = [r.getMessage() for r in caplog.records if "clips" in r.getMessage()]
+    assert said == ["PolicyEvaluator: clips go to every logger but CSVLogger"]
+
+
+def test_clips_reach_wandb_offline(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="wandb is not installed (pip install wandb)")
+    from lightning.pytorch.loggers import WandbLogger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    logger = WandbLogger(save_dir=str(tmp_path), project="unilab_lit_test")
+    best = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=100)
+    _fit(tmp_path, _clip_evaluator(), max_steps=4, checkpoint=best, logger=logger)
+    logger.experiment.finish()
+    assert list(tmp_path.rglob("*.gif")), os.listdir(tmp_path)
 
 
 def test_evaluator_keeps_its_schedule_across_a_resume(tmp_path):

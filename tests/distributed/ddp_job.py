@@ -15,7 +15,7 @@ second iteration (the job must end with that rank's error); ``--stop-collector-r
 there instead and touches ``OUT_DIR/hung`` (that rank then waits on data). ``--max-env-steps`` adds an
 ``EnvStepBudget`` of ``B`` env steps. ``--evaluate`` adds a ``PolicyEvaluator`` with clips, a
 TensorBoard logger and checkpoints monitoring ``Eval/mean_reward``, ``Train/mean_reward`` and
-``Loss/value_function``;
+``Loss/value``;
 only rank 0's collector finishes episodes (8-step ones), so rank 1 has none of its own.
 ``--save-replay`` saves each rank's replay with the checkpoints (``RLCheckpoint(save_replay=True)``).
 """

@@ -25,6 +25,7 @@ def test_quadruped_metadata_names_joints_pose_action_map_gains_and_layout():
     assert meta["action_offset"] == pytest.approx(home.tolist())
     assert meta["action_scale"] == [0.25] * 12
     assert meta["actuator_kp"] == [60.0] * 12 and meta["actuator_kd"] == [1.5] * 12
+    assert meta["actuator_gear"] == [1.0] * 12
     assert meta["effort_limit"] == pytest.approx([23.7, 23.7, 35.5] * 4)
     layout = meta["observation_layout"]
     assert [entry["name"] for entry in layout] == [name for name, _ in POLICY_OBS_LAYOUT]
@@ -42,9 +43,12 @@ def test_action_map_of_the_metadata_is_the_control_the_env_applies():
     np.testing.assert_allclose(env.ctrl, expected, rtol=1e-6)
 
 
-def test_a_motor_driven_task_gets_no_pd_gains_and_one_observation_term():
+def test_a_motor_driven_task_gets_no_pd_gains_its_gears_and_one_observation_term():
     env = make_env("HalfCheetah", 1)
     meta = env.deployment_metadata()
+    # gymnasium's half_cheetah.xml: ctrl 1.0 on the back thigh is 120 N m.
+    assert meta["actuator_gear"] == [120.0, 90.0, 60.0, 120.0, 60.0, 30.0]
+    assert meta["effort_limit"] == [None] * 6
     assert meta["actuator_kp"] == [None] * 6 and meta["actuator_kd"] == [None] * 6
     assert meta["action_offset"] == [0.0] * 6 and meta["action_scale"] == [1.0] * 6
     assert meta["observation_layout"] == [{"name": "policy", "start": 0, "stop": 17}]

@@ -117,6 +117,8 @@ class APPO(RLAlgorithm):
         ValueError: If an argument is outside its valid range (the message names it).
     """
 
+    trains_from = "RolloutDataModule"
+
     def __init__(
         self,
         policy_obs_size: int,

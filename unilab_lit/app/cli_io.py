@@ -30,12 +30,23 @@ class OutputError(Exception):
     """An output path cannot be written; the message is one line for the user."""
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` only where there is a value to show: not for ``None`` (the help
+    says what happens then), not for a flag (``store_true`` / ``store_false``), and not where
+    the help names its default itself."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.nargs == 0 or "(default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def checkpoint_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """A parser with ``--ckpt_path`` (a file or ``last``) and where ``last`` is looked for
     (``--run_dir``, or ``--config``'s logger directory), the arguments every entry point that
     loads a trained run takes; help shows each default."""
     parser = argparse.ArgumentParser(
-        prog=prog, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog=prog, description=description, formatter_class=DefaultsHelpFormatter
     )
     parser.add_argument(
         "--ckpt_path",

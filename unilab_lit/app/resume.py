@@ -65,14 +65,29 @@ class CheckpointMismatchError(ValueError):
 
 def resolve_checkpoint(fit_config: Namespace) -> Path | None:
     """The file ``fit_config.ckpt_path`` means (``"last"``: the newest ``last*.ckpt`` of the run's
-    checkpoint directories), or ``None`` without a ``ckpt_path`` or a matching file."""
+    checkpoint directories), or ``None`` without a ``ckpt_path`` or a matching file.
+
+    Raises:
+        CheckpointMismatchError: ``ckpt_path`` names a local file that does not exist.
+    """
     ckpt_path = fit_config.get("ckpt_path")
     if ckpt_path is None:
         return None
+    if _is_local_path(ckpt_path) and not Path(ckpt_path).is_file():
+        raise CheckpointMismatchError(
+            f"checkpoint {ckpt_path} does not exist; pass a checkpoint file or --ckpt_path last"
+        )
     loggers = _logger_entries(fit_config.trainer.get("logger"))
     run_dir_loggers = [entry for entry in loggers if _has_run_directory(entry)]
     path = _find_last(fit_config, run_dir_loggers) if ckpt_path == "last" else Path(ckpt_path)
     return path if path is not None and path.is_file() else None
+
+
+def _is_local_path(ckpt_path: str) -> bool:
+    # Not one of the names Lightning resolves itself (last, best, hpc, registry[:...]) nor a
+    # remote URL, which fsspec opens.
+    name = ckpt_path.split(":", 1)[0]
+    return name not in ("last", "best", "hpc", "registry") and "://" not in ckpt_path
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:

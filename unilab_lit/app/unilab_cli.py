@@ -37,7 +37,14 @@ from unilab_lit.app.resume import (
 from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.task_overrides import with_task_overrides
 from unilab_lit.checkpoint_io import CheckpointWriteError
-from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
+from unilab_lit.config_errors import (
+    PREFIX,
+    check_override_order,
+    check_yaml_files,
+    config_files,
+    summarize,
+)
+from unilab_lit.data.base import ModelDataMismatchError
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
@@ -273,7 +280,12 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
+        except (
+            MemoryBudgetError,
+            CheckpointWriteError,
+            UnsupportedCPUError,
+            ModelDataMismatchError,
+        ) as err:
             raise SystemExit(f"error: {err}") from None
         except OSError as err:
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -307,6 +319,7 @@ class UnilabCLI(LightningCLI):
         if isinstance(command_line, list):
             check_yaml_files(config_files(command_line))
             merged = with_task_overrides(parser, command_line)
+            check_override_order(command_line)
         if merged == command_line:
             super().parse_arguments(parser, args)
         else:  # as LightningCLI parses; its warning about args given with sys.argv does not apply
@@ -371,9 +384,14 @@ class UnilabCLI(LightningCLI):
             raise SystemExit(f"error: {err}") from None
 
     def after_fit(self) -> None:
-        """Log one summary of the run: how far it got, its returns, where it wrote, what next."""
+        """Log one summary of the run: how far it got, its returns, where it wrote, what next.
+
+        Every rank builds it (``run_summary`` reads ``trainer.log_dir``, a broadcast under DDP,
+        which a rank alone would wait on forever); rank 0 logs it.
+        """
+        summary = run_summary(self.trainer, time.monotonic() - self._fit_began)
         if self.trainer.is_global_zero:
-            log.info("%s", run_summary(self.trainer, time.monotonic() - self._fit_began))
+            log.info("%s", summary)
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load

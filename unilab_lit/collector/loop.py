@@ -183,6 +183,7 @@ class CollectorLoop:
         self._obs = obs
         episodes = _EpisodeReport(self.config.max_episodes_per_report)
         timing = _PhaseTimes()
+        reported = False
         while self._keep_running():
             stamps = [tracing.now_ns()]
             self.control.set_phase(WAITING_FOR_LEARNER)
@@ -222,10 +223,15 @@ class CollectorLoop:
             self.env_steps += self.env.num_envs
             episodes.add(info, terminated, truncated)
             self.control.beat()
-            if stamps[-1] - timing.since >= self._report_ns:
-                if episodes.count or episodes.nonfinite_resets:
-                    self.metrics.send(episodes.message(self.env_steps))
-                    episodes = _EpisodeReport(self.config.max_episodes_per_report)
+            due = stamps[-1] - timing.since >= self._report_ns
+            # The first finished episodes go out at once, not at the next report: the learner
+            # then logs Train/mean_reward from its first iteration after them, so a callback
+            # that monitors it has a value at the end of a short first epoch.
+            if (due or not reported) and (episodes.count or episodes.nonfinite_resets):
+                self.metrics.send(episodes.message(self.env_steps))
+                episodes = _EpisodeReport(self.config.max_episodes_per_report)
+                reported = True
+            if due:
                 self.metrics.send(self._timing_message(timing, stamps[-1]))
                 timing = _PhaseTimes()
 

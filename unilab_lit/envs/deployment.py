@@ -20,8 +20,9 @@ def actuator_metadata(
     actuator's name when it drives no joint), ``default_joint_pos`` (the joint's position in the
     ``home`` keyframe, else in ``qpos0``), ``action_offset`` / ``action_scale``
     (``ctrl = action_offset + action_scale * action``), ``actuator_kp`` / ``actuator_kd`` (the
-    PD gains of a position actuator, ``null`` for other kinds), ``effort_limit`` (``null`` when
-    unlimited); and ``observation_layout``, the ``name``, ``start`` and ``stop`` of each term of
+    PD gains of a position actuator, ``null`` for other kinds), ``actuator_gear`` (the
+    transmission's gear: a motor's joint torque is ``actuator_gear * ctrl``, so with gear 100
+    ctrl 1.0 is 100 N m), ``effort_limit`` (``null`` when unlimited); and ``observation_layout``, the ``name``, ``start`` and ``stop`` of each term of
     the policy observation (``obs_slices``)."""
     keyframe = next((k for k in range(model.nkey) if model.key(k).name == "home"), None)
     qpos = model.qpos0 if keyframe is None else model.key(keyframe).qpos
@@ -50,6 +51,7 @@ def actuator_metadata(
         "action_scale": [float(v) for v in action_scale],
         "actuator_kp": kp,
         "actuator_kd": kd,
+        "actuator_gear": [float(g) for g in model.actuator_gear[:, 0]],
         "effort_limit": [
             float(high) if on else None
             for on, high in zip(limited, model.actuator_forcerange[:, 1], strict=True)

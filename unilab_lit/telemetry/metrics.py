@@ -1,4 +1,11 @@
-"""Every logged metric key, in one place (rsl_rl-compatible names)."""
+"""Every logged metric key, in one place.
+
+Names are rsl-rl-lib 5.5's (``rsl_rl.utils.logger``) where a metric means the same thing
+(``Train/mean_reward``, ``Train/mean_episode_length``, ``Episode/<term>``, ``Loss/value``,
+``Loss/surrogate``, ``Loss/entropy``, ``Loss/learning_rate``, ``Policy/mean_std``,
+``Perf/total_fps``), so a lab's dashboards line up; our own names only where rsl_rl has none.
+docs/configs.md lists the mapping.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +45,7 @@ METRICS_DROPPED = "Perf/metrics_dropped"
 
 # Policy-gradient losses and diagnostics.
 LOSS_SURROGATE = "Loss/surrogate"
-LOSS_VALUE = "Loss/value_function"
+LOSS_VALUE = "Loss/value"
 LOSS_ENTROPY = "Loss/entropy"
 APPROX_KL = "Policy/approx_kl"
 CLIP_FRACTION = "Policy/clip_fraction"
@@ -51,7 +58,7 @@ MEAN_TRACE_COEF = "Policy/mean_trace_coef"
 GRAD_NORM = "Policy/grad_norm"
 LEARNING_RATE = "Loss/learning_rate"
 POLICY_LAG = "Policy/lag"
-ACTION_STD = "Policy/mean_noise_std"
+ACTION_STD = "Policy/mean_std"
 NONFINITE_SKIPS = "Loss/nonfinite_skips"
 
 # Off-policy (FastTD3 / FastSAC) losses and diagnostics.

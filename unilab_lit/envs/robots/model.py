@@ -112,6 +112,40 @@ class RobotModel:
     foot_site_ids: np.ndarray
 
 
+def add_pd_actuators(spec: mujoco.MjSpec, motors: Sequence[tuple[str, Motor]]) -> dict[str, Motor]:
+    """Give every hinge joint of ``spec`` a position (PD) actuator sized by its motor.
+
+    For one's own robot as for the Unitree ones: each hinge gets the motor of the first
+    ``(joint-name regex, motor)`` pair that matches it, its ``armature``, and an actuator named
+    after the joint with ``kp = armature * (2 pi 10 Hz)^2``, ``kd = 2 * 2 * armature * 2 pi
+    10 Hz`` (damping ratio 2) and the motor's effort limit as ``forcerange``. The actuator's
+    control is the joint's target angle (rad); add them in action order (the joints' order).
+
+    Args:
+        spec: The model being edited; existing actuators stay.
+        motors: ``(joint-name regex, motor)`` pairs.
+
+    Returns:
+        The motor of each actuated joint, by joint name, in actuator order.
+
+    Raises:
+        KeyError: If a hinge matches no pattern.
+    """
+    driven: dict[str, Motor] = {}
+    for joint in spec.joints:
+        if joint.type != mujoco.mjtJoint.mjJNT_HINGE:
+            continue
+        motor = driven[joint.name] = _motor_of(joint.name, motors)
+        joint.armature = motor.armature
+        actuator = spec.add_actuator(
+            name=joint.name, target=joint.name, trntype=mujoco.mjtTrn.mjTRN_JOINT
+        )
+        actuator.set_to_position(kp=motor.stiffness, kv=motor.damping)
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-motor.effort_limit, motor.effort_limit]
+    return driven
+
+
 def build_robot(robot: RobotDescription, model_dir: str | None = None) -> RobotModel:
     """Compile ``robot`` from the fetched cache or ``model_dir``, with motors, floor and sensors.
 
@@ -155,17 +189,9 @@ def _compile(spec: mujoco.MjSpec, robot: RobotDescription) -> RobotModel:
             raise KeyError(f"no foot body {body_name!r}")
         body.add_site(name=f"unilab_foot_{body_name}", pos=list(position))
 
-    hinges = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_HINGE]
-    names = tuple(j.name for j in hinges)
-    motors = [_motor_of(name, robot.motors) for name in names]
-    for joint, motor in zip(hinges, motors, strict=True):
-        joint.armature = motor.armature
-        actuator = spec.add_actuator(
-            name=joint.name, target=joint.name, trntype=mujoco.mjtTrn.mjTRN_JOINT
-        )
-        actuator.set_to_position(kp=motor.stiffness, kv=motor.damping)
-        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        actuator.forcerange = [-motor.effort_limit, motor.effort_limit]
+    motors = add_pd_actuators(spec, robot.motors)
+    names = tuple(motors)
+    motors = list(motors.values())
 
     model = spec.compile()
     joint_ids = np.array([model.joint(name).id for name in names])
