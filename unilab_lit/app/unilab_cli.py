@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jsonargparse import ActionConfigFile
+from jsonargparse import ActionConfigFile, Namespace
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
@@ -145,6 +145,20 @@ def _hide_lightning_notes() -> None:
     tips = logging.getLogger(rank_zero.__name__)
     if not any(isinstance(f, _DropLitLoggerTip) for f in tips.filters):
         tips.addFilter(_DropLitLoggerTip())
+
+
+def _seed_collector(config: Namespace) -> None:
+    """``data.init_args.collector.seed`` follows ``seed_everything`` unless the config sets it.
+
+    Called after LightningCLI has resolved ``seed_everything`` (``true`` drew a number), so a
+    seed-sweep with ``--seed_everything N`` also changes the env resets and randomisation.
+    """
+    seed = config.get("seed_everything")
+    collector = config.get("data.init_args.collector")
+    if collector is None or type(seed) is not int:  # seed_everything: false seeds nothing
+        return
+    if collector.get("seed") is None:
+        collector["seed"] = seed
 
 
 def _class_of(class_path: str) -> type[Callback]:
@@ -364,6 +378,8 @@ class UnilabCLI(LightningCLI):
                 callbacks[i] = StepProgressBar(refresh_rate=callback.refresh_rate)
 
     def before_instantiate_classes(self) -> None:
+        config = self.config.get(str(self.subcommand), self.config)
+        _seed_collector(config)
         if self.subcommand == "fit":
             continue_run_directory(self.config.fit)
             if self.config.fit.get("ckpt_path") is not None:

@@ -95,7 +95,7 @@ class CollectorDataModule(LightningDataModule, ABC):
     def env_spec(self) -> EnvSpec:
         """The task's spec (sizes are linked into the model by the CLI)."""
         options = self.collector
-        env = options.task.build(1, seed=options.seed)
+        env = options.task.build(1, seed=options.base_seed)
         try:
             return dataclasses.replace(env.spec, num_envs=options.num_envs)
         finally:
