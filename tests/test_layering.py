@@ -25,6 +25,9 @@ FLOORS = {
     "unilab_lit.app": 7,
     "unilab_lit.__main__": 7,
 }
+# The package itself is the public face (``unilab_lit.load_policy``): it may name the top floor,
+# lazily, since every collector child imports it (tests/collector/test_import_light.py).
+PUBLIC_FACE = "unilab_lit"
 
 
 def _floor(module: str) -> int | None:
@@ -65,7 +68,7 @@ def upward_imports(root: Path = REPO) -> list[str]:
     offences = []
     for path in modules:
         name = _module_name(path, root)
-        own = _floor(name)
+        own = max(FLOORS.values()) if name == PUBLIC_FACE else _floor(name)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for line, imported in _imports(ast.parse(path.read_text(), str(path)), package):
             floor = _floor(imported)
