@@ -16,11 +16,23 @@ rsl_rl script's: torch, rsl_rl and the env, no Lightning. The clock starts when
 training starts (``on_train_start`` / ``runner.learn``) and stops when the mean return of the
 last 100 finished episodes reaches ``--threshold`` (the window both loggers use), or after
 ``--max-seconds``. Env-steps/s are env steps consumed by the learner per second over that time.
-Our episode statistics reach the learner in the collector's reports (one a second), so our
-time includes up to a second of reporting delay that rsl_rl's in-loop check does not have.
+Our episode statistics reach the learner in the collector's reports; the bench asks for one every
+``REPORT_INTERVAL_S`` (0.1 s, the trainer's default is 1 s) and checks them after every learner
+iteration, so our time carries up to one report interval plus one iteration of delay that
+rsl_rl's per-env-step check does not have; the bench prints that grain next to each time.
+
+Our side also reports where its samples went (``--side ours`` result, summed up per seed):
+optimiser steps per collected env step, the policy lag of the newest and the oldest rollout of
+each batch, the share of steps whose importance weight was clipped (rho > rho-bar) or whose trace
+was cut (c < 1), rollouts the ring dropped, and how many iterations each rollout was trained in
+against the ``staging_capacity`` intended.
+
+The task can be anything a config names (a built-in name, ``{class_path, init_args}``,
+``gym:<EnvId>``): the rsl_rl side rebuilds it from the resolved ``TaskSpec``.
 
     python bench/appo_vs_rsl_rl.py
     python bench/appo_vs_rsl_rl.py --threshold 150 --max-seconds 300 --seeds 0 1
+    python bench/appo_vs_rsl_rl.py --smoke      # both sides for a few seconds (CI)
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from __future__ import annotations
 # this script before its first line.
 import argparse
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -46,62 +59,162 @@ RESULT_PREFIX = "RESULT "
 WINDOW = 100  # finished episodes in the running mean, as rsl_rl's logger and EpisodeStatsMonitor
 SIDES = ("ours", "rsl_rl")
 SETUP = "rsl_rl_setup"  # the untimed child that resolves the config for the rsl_rl side
+REPORT_INTERVAL_S = 0.1  # our collector's metrics reports, the grain of our episode statistics
+SMOKE_SECONDS = 3.0  # --smoke: each side trains this long
 
 
-def _cli(config: str, log_dir: str, seed: int):
-    """Our CLI, parsed and instantiated (model, data module, trainer) but not run."""
+def _cli(config: str, log_dir: str, seed: int, overrides: list[str]):
+    """Our CLI, parsed and instantiated (model, data module, trainer) but not run; ``overrides``
+    are ``cli.py`` arguments after the config's (``--data.init_args.max_policy_lag=1``)."""
     from unilab_lit.app.unilab_cli import UnilabCLI
 
     return UnilabCLI(
         args=[
             "--config",
             config,
+            # The collector's seed follows seed_everything (docs/configs.md).
             f"--seed_everything={seed}",
-            f"--data.init_args.collector.seed={seed}",
             f"--trainer.logger.init_args.save_dir={log_dir}",
             "--trainer.max_steps=-1",
             "--trainer.enable_progress_bar=false",
+            *overrides,
         ],
         run=False,
     )
 
 
-def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_dir: str) -> dict:
+class SampleLedger:
+    """Where our side's samples go, iteration by iteration (standard library only).
+
+    Each iteration stages ``staged`` new rollouts into a FIFO pool of ``capacity`` and trains on
+    every rollout in it; a rollout pushed out by newer ones before any batch saw it was trained
+    0 times. :meth:`summary` gives the distribution of iterations per rollout against the
+    ``capacity`` intended, and of the policy lag (iteration minus the rollout's policy version)
+    of the newest and the oldest rollout of each batch.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._pool: deque[list[int]] = deque()
+        self.uses: list[int] = []
+        self.newest_lag: list[int] = []
+        self.oldest_lag: list[int] = []
+
+    def add(self, staged: int, newest_lag: int, oldest_lag: int) -> None:
+        for _ in range(staged):
+            self._pool.append([0])
+            if len(self._pool) > self.capacity:
+                self.uses.append(self._pool.popleft()[0])
+        for rollout in self._pool:
+            rollout[0] += 1
+        self.newest_lag.append(newest_lag)
+        self.oldest_lag.append(oldest_lag)
+
+    def summary(self) -> dict:
+        uses = self.uses + [r[0] for r in self._pool]
+        return {
+            "rollouts": len(uses),
+            "uses_histogram": _histogram(uses),
+            "newest_lag_histogram": _histogram(self.newest_lag),
+            "oldest_lag_histogram": _histogram(self.oldest_lag),
+        }
+
+
+def _histogram(values: list[int]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in sorted(values):
+        counts[str(value)] = counts.get(str(value), 0) + 1
+    return counts
+
+
+def run_ours(
+    config: str,
+    threshold: float,
+    max_seconds: float,
+    seed: int,
+    log_dir: str,
+    overrides: list[str],
+) -> dict:
     from fit_timing import lift_env_step_budget
     from lightning.pytorch import Callback
 
+    from unilab_lit.collector import session
     from unilab_lit.collector.link import collector_link
     from unilab_lit.telemetry import metrics
+    from unilab_lit.telemetry.log_schedule import loggers_write_this_step
+
+    # Episode statistics every REPORT_INTERVAL_S instead of the trainer's one second: the grain
+    # of our time to the threshold (the collector's only other report is a few bytes of timing).
+    session.CollectorConfig = functools.partial(
+        session.CollectorConfig, report_interval_s=REPORT_INTERVAL_S
+    )
+    averaged = (metrics.RHO_CLIP_FRACTION, metrics.TRACE_CUT_FRACTION, metrics.MEAN_TRACE_COEF)
 
     class ThresholdStop(Callback):
         """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""
 
         def __init__(self) -> None:
             self.result: dict = {}
+            self.sums = dict.fromkeys(averaged, 0.0)
+            self.counted = 0
+            self.iteration_s: list[float] = []
 
         def on_train_start(self, trainer, pl_module) -> None:
-            self.began = time.perf_counter()
+            self.began = self.last = time.perf_counter()
             self.steps0 = collector_link(trainer).feed.env_steps
+            self.pool = trainer.datamodule.pool
+            self.staged0 = self.pool.staged_total
+            self.ledger = SampleLedger(self.pool.capacity)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            elapsed = time.perf_counter() - self.began
-            value = trainer.callback_metrics.get(metrics.MEAN_REWARD)
+            now = time.perf_counter()
+            elapsed = now - self.began
+            self.iteration_s.append(now - self.last)
+            self.last = now
+            versions = batch["policy_version"][0]
+            iteration = trainer.global_step - 1  # the iteration that trained on this batch
+            staged = self.pool.staged_total - self.staged0
+            self.staged0 = self.pool.staged_total
+            self.ledger.add(
+                staged, iteration - int(versions.max()), iteration - int(versions.min())
+            )
+            logged = trainer.callback_metrics
+            # The learner's terms, on the iterations the loggers write (log_every_n_steps).
+            if loggers_write_this_step(trainer) and all(key in logged for key in averaged):
+                for key in averaged:
+                    self.sums[key] += float(logged[key])
+                self.counted += 1
+            value = logged.get(metrics.MEAN_REWARD)
             mean_return = float("nan") if value is None else float(value)
             reached = mean_return >= threshold
             if reached or elapsed >= max_seconds:
-                collection = trainer.callback_metrics.get(metrics.COLLECTION_FPS)
-                self.result = {
-                    "reached": reached,
-                    "seconds": elapsed,
-                    "env_steps": collector_link(trainer).feed.env_steps - self.steps0,
-                    "iterations": trainer.global_step,
-                    "mean_return": mean_return,
-                    "collector_fps": None if collection is None else float(collection),
-                    "ring_dropped": collector_link(trainer).transport.dropped,
-                }
+                self._finish(trainer, pl_module, reached, elapsed, mean_return)
                 trainer.should_stop = True
 
-    cli = _cli(config, log_dir, seed)
+        def _finish(self, trainer, pl_module, reached, elapsed, mean_return) -> None:
+            link = collector_link(trainer)
+            hp = pl_module.hparams
+            env_steps = link.feed.env_steps - self.steps0
+            optimizer_steps = trainer.global_step * hp.num_learning_epochs * hp.num_mini_batches
+            collection = trainer.callback_metrics.get(metrics.COLLECTION_FPS)
+            ordered = sorted(self.iteration_s)
+            self.result = {
+                "reached": reached,
+                "seconds": elapsed,
+                "env_steps": env_steps,
+                "iterations": trainer.global_step,
+                "mean_return": mean_return,
+                "collector_fps": None if collection is None else float(collection),
+                "ring_dropped": link.transport.dropped,
+                "optimizer_steps_per_sample": optimizer_steps / max(env_steps, 1),
+                "iteration_median_s": ordered[len(ordered) // 2],
+                "grain_s": REPORT_INTERVAL_S + ordered[len(ordered) // 2],
+                "capacity": self.pool.capacity,
+                **{key: total / max(self.counted, 1) for key, total in self.sums.items()},
+                **self.ledger.summary(),
+            }
+
+    cli = _cli(config, log_dir, seed, overrides)
     stop = ThresholdStop()
     lift_env_step_budget(cli.trainer.callbacks)
     cli.trainer.callbacks.append(stop)
@@ -109,18 +222,18 @@ def run_ours(config: str, threshold: float, max_seconds: float, seed: int, log_d
     return stop.result
 
 
-def rsl_rl_setup(config: str, log_dir: str, seed: int) -> dict:
+def rsl_rl_setup(config: str, log_dir: str, seed: int, overrides: list[str]) -> dict:
     """What the rsl_rl side needs from ``config``, resolved through our CLI (JSON-able).
 
     A process of its own computes it before the timed rsl_rl process starts, so that rsl_rl's
     start-up does not include importing Lightning, which a plain rsl_rl script never does.
     """
-    cli = _cli(config, log_dir, seed)
+    cli = _cli(config, log_dir, seed, overrides)
     data = cli.datamodule
     options = data.collector
     return {
         "train_cfg": rsl_rl_train_cfg(cli.model.hparams, data.num_steps, data.staging_capacity),
-        "task": options.task,
+        "task": options.task.to_config(),
         "num_envs": options.num_envs,
         "physics_threads": options.physics_threads,
     }
@@ -138,6 +251,7 @@ def run_rsl_rl(
     from rsl_rl.runners import OnPolicyRunner
 
     from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
+    from unilab_lit.envs.task_spec import TaskSpec
 
     train_cfg = setup["train_cfg"]
     physics_threads = physics_threads or setup["physics_threads"]
@@ -164,7 +278,7 @@ def run_rsl_rl(
             return out
 
     env = WatchedEnv(
-        setup["task"].build(setup["num_envs"], seed=seed, num_threads=physics_threads),
+        TaskSpec.of(setup["task"]).build(setup["num_envs"], seed=seed, num_threads=physics_threads),
         seed=seed,
     )
     runner = OnPolicyRunner(env, train_cfg, log_dir=log_dir, device="cpu")
@@ -179,12 +293,17 @@ def run_rsl_rl(
     with contextlib.suppress(Stop):
         runner.learn(num_learning_iterations=10**9)
     env.close()
+    algorithm = train_cfg["algorithm"]
+    optimizer_steps = (
+        state["updates"] * algorithm["num_learning_epochs"] * algorithm["num_mini_batches"]
+    )
     return {
         "reached": state["reached"],
         "seconds": state["seconds"],
         "env_steps": state["env_steps"],
         "iterations": state["updates"],
         "mean_return": state["mean_return"],
+        "optimizer_steps_per_sample": optimizer_steps / max(state["env_steps"], 1),
     }
 
 
@@ -209,9 +328,11 @@ def _child(args: argparse.Namespace) -> None:
         sink = stack.enter_context(open(Path(log_dir) / "stdout.txt", "w"))
         stack.enter_context(contextlib.redirect_stdout(sink))
         if args.side == "ours":
-            result = run_ours(args.config, args.threshold, args.max_seconds, args.seed, log_dir)
+            result = run_ours(
+                args.config, args.threshold, args.max_seconds, args.seed, log_dir, args.set
+            )
         elif args.side == SETUP:
-            result = rsl_rl_setup(args.config, log_dir, args.seed)
+            result = rsl_rl_setup(args.config, log_dir, args.seed, args.set)
         else:
             result = run_rsl_rl(
                 json.loads(args.rsl_setup),
@@ -236,6 +357,7 @@ def _run_child(
         f"--threshold={args.threshold}",
         f"--max-seconds={args.max_seconds}",
         f"--seeds={seed}",
+        *(f"--set={override}" for override in args.set),
         *extra,
     ]
     for flag, value in (
@@ -273,13 +395,25 @@ def _report(side: str, seed: int, r: dict) -> None:
     extra = ""
     if r.get("collector_fps") is not None:
         extra = f"  collector {r['collector_fps']:,.0f}/s  ring dropped {r['ring_dropped']}"
+    grain = f"  grain {r['grain_s']:.2f} s" if "grain_s" in r else ""
     print(
-        f"{side:<7} seed {seed}: {status} in {r['seconds']:7.1f} s "
+        f"{side:<7} seed {seed}: {status} in {r['seconds']:7.1f} s{grain} "
         f"(process {r['process_seconds']:.1f} s)  mean return {r['mean_return']:6.1f}  "
         f"iterations {r['iterations']:5d}  env steps {r['env_steps']:>9,}  "
-        f"{r['env_steps_per_s']:>8,.0f} env-steps/s{extra}",
+        f"{r['env_steps_per_s']:>8,.0f} env-steps/s  "
+        f"optimiser steps per 1k env steps {1e3 * r['optimizer_steps_per_sample']:.2f}{extra}",
         flush=True,
     )
+    if side == "ours":
+        print(
+            f"        where the samples went: iterations per rollout {r['uses_histogram']} "
+            f"(intended {r['capacity']}); policy lag of the newest rollout "
+            f"{r['newest_lag_histogram']}, of the oldest {r['oldest_lag_histogram']}; "
+            f"rho clipped {r['Policy/rho_clip_fraction']:.3f}, trace cut "
+            f"{r['Policy/trace_cut_fraction']:.3f}, mean trace coefficient "
+            f"{r['Policy/mean_trace_coef']:.3f}; median iteration {r['iteration_median_s']:.3f} s",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -292,6 +426,12 @@ def main() -> None:
         help="mean return over the last 100 episodes that ends a run",
     )
     parser.add_argument("--max-seconds", type=float, default=300.0, help="cap per run")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"train each side for {SMOKE_SECONDS:.0f} s, whatever the threshold (CI: the bench "
+        "still runs end to end)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument(
         "--rsl-physics-threads",
@@ -309,9 +449,22 @@ def main() -> None:
     parser.add_argument(
         "--log-dir", default=None, help="keep each run's logs here (default: a temporary dir)"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a cli.py argument applied after the config on both sides, e.g. "
+        "--set=--data.init_args.max_policy_lag=1 (repeatable)",
+    )
+    parser.add_argument(
+        "--sides", nargs="+", choices=SIDES, default=list(SIDES), help="run only these sides"
+    )
     parser.add_argument("--side", choices=(*SIDES, SETUP), help=argparse.SUPPRESS)
     parser.add_argument("--rsl-setup", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        args.max_seconds = SMOKE_SECONDS
     if args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0, got {args.max_seconds}")
     if args.side is not None:
@@ -324,22 +477,27 @@ def main() -> None:
     print(
         f"config {args.config}; threshold: mean return of the last {WINDOW} episodes >= "
         f"{args.threshold}; cap {args.max_seconds:.0f} s per run; rsl_rl torch threads "
-        f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs",
+        f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs; grain of the time to threshold: rsl_rl "
+        f"one env step, ours one episode report ({REPORT_INTERVAL_S} s) + one iteration "
+        f"(printed per run)",
         flush=True,
     )
-    results: dict[str, list[dict]] = {side: [] for side in SIDES}
+    results: dict[str, list[dict]] = {side: [] for side in args.sides}
     for seed in args.seeds:
-        for side in SIDES:
+        for side in args.sides:
             result = _run_side(side, args, seed)
             _report(side, seed, result)
             results[side].append(result)
+        if len(args.sides) < len(SIDES):
+            continue
         ours, theirs = results["ours"][-1], results["rsl_rl"][-1]
         print(
             f"seed {seed}: time ours / rsl_rl {_ratio_text(ours, theirs)}, whole process "
             f"{ours['process_seconds'] / theirs['process_seconds']:.2f}",
             flush=True,
         )
-    _summarize(results)
+    if len(args.sides) == len(SIDES):
+        _summarize(results)
 
 
 def _ratio_text(ours: dict, theirs: dict) -> str:

@@ -38,7 +38,9 @@ def rsl_rl_train_cfg(model_hparams, num_steps: int, staging_capacity: int) -> di
 
     rsl_rl trains on each sample for ``num_learning_epochs`` passes; ours trains on each rollout in
     ``staging_capacity`` consecutive iterations of ``num_learning_epochs`` passes each, so rsl_rl
-    gets their product: both sides take the same gradient passes per collected sample.
+    gets their product: both sides take the same gradient passes per collected sample. That
+    holds exactly under ``max_policy_lag`` (or ``synchronous``); a free-running collector that
+    outpaces the learner pushes rollouts out of the pool early (the bench prints how often).
     """
     hp = model_hparams
     distribution = {

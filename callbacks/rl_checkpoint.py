@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,13 @@ from typing_extensions import override
 from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
 from unilab_lit.ipc.budget import MemoryBudgetError, format_bytes
-from unilab_lit.ipc.replay_sidecar import load_replay, save_replay
+from unilab_lit.ipc.reclaim import remove_dead_writers_files
+from unilab_lit.ipc.replay_sidecar import (
+    ReplaySidecarError,
+    load_replay,
+    read_identity,
+    save_replay,
+)
 from unilab_lit.ipc.replay_storage import ReplayStorage
 from unilab_lit.validation import check_arg
 
@@ -30,6 +37,10 @@ def _sidecar_prefix() -> str:
     if distributed.is_distributed():
         return f"replay-rank{distributed.global_rank()}"
     return "replay"
+
+
+def _sidecar_name(step: int) -> str:
+    return f"{_sidecar_prefix()}-step={step}.bin"
 
 
 class RLCheckpoint(Callback):
@@ -49,8 +60,14 @@ class RLCheckpoint(Callback):
       ``replay-step=<global_step>.bin`` in ``replay_dir`` (under DDP one per rank,
       ``replay-rank<r>-step=<global_step>.bin``), written in chunks straight from
       shared memory (peak memory does not grow by the buffer's size) and loaded back into the
-      new run's replay before the collector writes into it. Checkpoints of one step share one
-      sidecar; the ``keep_replays`` newest are kept.
+      new run's replay before the collector writes into it. Checkpoints of one step of one
+      run share one sidecar; the ``keep_replays`` newest are kept. A sidecar carries its run's
+      id (one per ``fit``, the same on every rank) and step, and so does the checkpoint's
+      record of it: a run that reaches step K writes its own step-K sidecar over whatever an
+      earlier, killed run left under that name, and a resume refuses a sidecar whose id is
+      not the checkpoint's.
+    - on start, the partial sidecars that killed runs left in ``replay_dir`` are removed
+      (:func:`~unilab_lit.ipc.reclaim.remove_dead_writers_files`).
     - the loggers' versions, which ``cli.py fit --ckpt_path`` uses to continue writing into
       the same run directory.
     - the run's identity (the data module's task, the world size), which ``cli.py fit
@@ -65,6 +82,8 @@ class RLCheckpoint(Callback):
 
     Raises:
         ValueError: if ``keep_replays`` is smaller than 1.
+        ReplaySidecarError: on resume, if the checkpoint's sidecar is gone, is another run's or
+            does not fit this run's replay (one line naming both files).
     """
 
     def __init__(
@@ -75,15 +94,21 @@ class RLCheckpoint(Callback):
         self.replay_dir = replay_dir
         self.keep_replays = keep_replays
         self._rng_to_restore: dict[str, Any] | None = None
+        # This fit's id in its sidecars, and the record of the sidecar it wrote or resumed from.
+        self._run_id = uuid.uuid4().hex
+        self._sidecar: dict[str, Any] | None = None
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        # Every rank's sidecar of one checkpoint carries the same id: rank 0's.
+        self._run_id = trainer.strategy.broadcast(self._run_id)
         if self.save_replay and collector_link(trainer).transport.replay is None:
             raise ValueError(
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
                 f"(e.g. ReplayDataModule); got {type(trainer.datamodule).__name__}"
             )
         if self.save_replay and stage == "fit":
+            remove_dead_writers_files(self._sidecar_dir(trainer))
             self._check_sidecar_disk(
                 collector_link(trainer).transport.replay, self._sidecar_dir(trainer)
             )
@@ -151,16 +176,22 @@ class RLCheckpoint(Callback):
             return Path(self.replay_dir)
         return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
 
-    def _save_replay_sidecar(self, trainer: Trainer) -> dict[str, str]:
+    def _save_replay_sidecar(self, trainer: Trainer) -> dict[str, Any]:
+        step = trainer.global_step
+        # Checkpoints of one step (``last`` and a periodic one) hold the same replay; so does
+        # one at the step this run resumed from, before it trained.
+        if self._sidecar is not None and self._sidecar["step"] == step:
+            return self._sidecar
         directory = self._sidecar_dir(trainer)
-        path = directory / f"{_sidecar_prefix()}-step={trainer.global_step}.bin"
-        # Checkpoints of one step (``last`` and a periodic one) hold the same replay.
-        if not path.exists():
-            directory.mkdir(parents=True, exist_ok=True)
-            save_replay(_replay(trainer), path)
-            log.info("replay buffer saved to %s", path)
-            self._delete_old_sidecars(directory)
-        return {"name": path.name, "path": str(path.resolve())}
+        path = directory / _sidecar_name(step)
+        identity = {"run_id": self._run_id, "step": step}
+        directory.mkdir(parents=True, exist_ok=True)
+        # Replaces a sidecar of this name that a killed run left without its checkpoint.
+        save_replay(_replay(trainer), path, identity)
+        log.info("replay buffer saved to %s", path)
+        self._delete_old_sidecars(directory)
+        self._sidecar = {"name": path.name, "path": str(path.resolve()), **identity}
+        return self._sidecar
 
     def _delete_old_sidecars(self, directory: Path) -> None:
         def step(path: Path) -> int:
@@ -170,26 +201,50 @@ class RLCheckpoint(Callback):
         for old in sidecars[: -self.keep_replays]:
             old.unlink()
 
-    def _load_replay_sidecar(self, trainer: Trainer, replay_file: dict[str, str] | None) -> None:
+    def _load_replay_sidecar(self, trainer: Trainer, replay_file: dict[str, Any] | None) -> None:
         if replay_file is None:
-            raise ValueError(
+            raise ReplaySidecarError(
                 f"RLCheckpoint(save_replay=True): checkpoint {trainer.ckpt_path} holds no replay "
                 "buffer (it was written without save_replay); resume with save_replay=false"
             )
+        # This rank's shard of the checkpoint (the record is rank 0's).
+        name = _sidecar_name(replay_file["step"]) if "step" in replay_file else replay_file["name"]
         # Next to the checkpoint first: a run directory that was moved still resumes.
-        candidates = [Path(replay_file["path"])]
+        candidates = [Path(replay_file["path"]).with_name(name)]
         if trainer.ckpt_path is not None:
-            candidates.insert(0, Path(trainer.ckpt_path).parent / replay_file["name"])
+            candidates.insert(0, Path(trainer.ckpt_path).parent / name)
         for path in candidates:
             if path.exists():
+                self._check_identity(trainer, path, replay_file)
                 load_replay(_replay(trainer), path)
                 log.info("replay buffer restored from %s", path)
                 return
-        raise FileNotFoundError(
+        raise ReplaySidecarError(
             f"the replay sidecar of checkpoint {trainer.ckpt_path} is gone (looked for "
             f"{[str(p) for p in candidates]}); only the newest keep_replays={self.keep_replays} "
             "are kept"
         )
+
+    def _check_identity(self, trainer: Trainer, path: Path, replay_file: dict[str, Any]) -> None:
+        if "run_id" not in replay_file:
+            log.warning(
+                "checkpoint %s does not name its replay sidecar's run (written by an older "
+                "version); %s is loaded unchecked",
+                trainer.ckpt_path,
+                path,
+            )
+            return
+        expected = {"run_id": replay_file["run_id"], "step": replay_file["step"]}
+        found = read_identity(path)
+        if found != expected:
+            written = "no run id" if not found else f"run {found['run_id']} at step {found['step']}"
+            raise ReplaySidecarError(
+                f"replay sidecar {path} is not the one of checkpoint {trainer.ckpt_path} (it "
+                f"holds {written}, the checkpoint names run {expected['run_id']} at step "
+                f"{expected['step']}; a killed run left it): resume from another checkpoint, or "
+                "with save_replay=false to start with an empty replay"
+            )
+        self._sidecar = {**replay_file, "name": path.name, "path": str(path.resolve())}
 
 
 def _replay(trainer: Trainer) -> ReplayStorage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -12,6 +13,7 @@ from torch import Tensor
 from typing_extensions import override
 
 from unilab_lit.checkpoint_io import AtomicCheckpointIO
+from unilab_lit.ipc.reclaim import remove_dead_writers_files
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,9 @@ class StopCheckpoint(ModelCheckpoint):
 
     Checkpoint files are written atomically (``unilab_lit.checkpoint_io.AtomicCheckpointIO``,
     installed in ``setup`` unless the trainer was given its own ``CheckpointIO`` plugin): a
-    full disk leaves the earlier checkpoints and no partial file.
+    full disk leaves the earlier checkpoints and no partial file. The hidden partial files that
+    killed runs left in ``dirpath`` are removed in ``setup`` (their names carry the writer's pid;
+    a live writer's are kept).
 
     Raises:
         ValueError: in ``setup``, for ``save_last="link"`` (the link would point at the older
@@ -55,6 +59,8 @@ class StopCheckpoint(ModelCheckpoint):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         super().setup(trainer, pl_module, stage)
+        if stage == "fit" and self.dirpath is not None:
+            remove_dead_writers_files(Path(self.dirpath))
 
     @override
     def format_checkpoint_name(

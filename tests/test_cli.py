@@ -319,3 +319,42 @@ def test_help_offers_only_fit_whose_smoke_fit_runs_and_no_optimizer_options(caps
     options = cli_output(["fit", "--help"], capsys)
     assert "--trainer.max_steps" in options
     assert "--optimizer" not in options and "--lr_scheduler" not in options
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--ckpt_path", "nope.ckpt"], "checkpoint nope.ckpt does not exist"),
+        (
+            ["--model=FastTD3"],
+            "model FastTD3 trains from a ReplayDataModule, not from data RolloutDataModule",
+        ),
+    ],
+)
+def test_user_error_ends_in_one_line_before_anything_is_written(
+    args, reason, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    config = str(REPO / "configs" / "appo.yaml")
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(
+            args=["fit", "--config", config, *args, f"--trainer.logger.init_args.save_dir={runs}"]
+        )
+    line = refused.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert line.startswith("error: ") and reason in line
+    assert list(tmp_path.iterdir()) == []
+    assert list_segments(os.getpid()) == []
+
+
+def test_override_before_the_config_is_refused_in_one_line_naming_it():
+    save_dir = "--trainer.logger.init_args.save_dir=runs"
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(args=["fit", save_dir, "--config", str(REPO / "configs" / "appo.yaml")])
+    line = refused.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert line == (
+        "error: invalid config: --trainer.logger.init_args.save_dir comes before --config, "
+        "which would replace it: put overrides after --config"
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -14,6 +16,12 @@ from tests.conftest import REPO
 
 # What a wheel is built from; a copy keeps build/ and *.egg-info out of the checkout.
 _SOURCES = ("pyproject.toml", "README.md", "LICENSE", "unilab_lit", "callbacks", "configs")
+
+
+def _site_packages(env_dir: Path) -> Path:
+    """The site-packages folder of the virtualenv at ``env_dir``."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return env_dir / "lib" / version / "site-packages"
 
 
 def _installed_venv(tmp_path: Path) -> Path:
@@ -26,8 +34,13 @@ def _installed_venv(tmp_path: Path) -> Path:
         else:
             shutil.copy2(REPO / name, source / name)
     env_dir = tmp_path / "venv"
-    # torch, Lightning, pip and setuptools come from this interpreter: nothing is downloaded.
-    venv.create(env_dir, system_site_packages=True)
+    # torch, Lightning, pip and setuptools come from this interpreter's site-packages (a .pth
+    # file lists them): nothing is downloaded. Not ``system_site_packages``: inside a
+    # virtualenv that is the base interpreter's, without the virtualenv's own packages.
+    venv.create(env_dir, with_pip=False)
+    (_site_packages(env_dir) / "running_interpreter.pth").write_text(
+        "".join(f"{path}\n" for path in site.getsitepackages())
+    )
     subprocess.run(
         [env_dir / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps",
          "--no-build-isolation", "--no-index", str(source)],

@@ -1,4 +1,5 @@
-"""Checkpoint files written atomically: a temporary file beside the target, fsync, rename."""
+"""Checkpoint files written atomically: a temporary file beside the target (named with the
+writer's pid), fsync, rename."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import contextlib
 import errno
 import io
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from fsspec.implementations.local import LocalFileSystem
@@ -17,6 +19,31 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from typing_extensions import override
+
+PARTIAL_SUFFIX = ".partial"
+# ".<target name>.<writer pid>.<random>.partial", as partial_file names them.
+_PARTIAL_NAME = re.compile(
+    r"^\.(?P<target>.+)\.(?P<pid>\d+)\.\w+" + re.escape(PARTIAL_SUFFIX) + "$"
+)
+
+
+def partial_file(target: Path) -> tuple[IO[bytes], Path]:
+    """A new hidden file beside ``target`` to write it into before the rename, open for writing.
+
+    Its name carries this process's pid (``.<target name>.<pid>.<random>.partial``), so that
+    :func:`unilab_lit.ipc.reclaim.remove_dead_writers_files` tells a killed writer's leftover
+    from a live one's.
+    """
+    descriptor, name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX
+    )
+    return os.fdopen(descriptor, "wb"), Path(name)
+
+
+def partial_file_pid(name: str) -> int | None:
+    """The writer's pid in a :func:`partial_file` name, or ``None`` for any other name."""
+    found = _PARTIAL_NAME.match(name)
+    return None if found is None else int(found["pid"])
 
 
 class CheckpointWriteError(RuntimeError):
@@ -29,7 +56,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     Lightning writes a local checkpoint through an fsspec transaction whose temporary file lives
     in the system temp directory; committing it moves the file across filesystems, which is a
     copy, so a full disk leaves a truncated, unloadable checkpoint under the final name. Here
-    the checkpoint goes to a hidden temporary file in the target's directory, is fsynced and
+    the checkpoint goes to a hidden temporary file in the target's directory (named with the
+    writer's pid, :func:`partial_file`, so that the next start removes a
+    killed writer's), is fsynced and
     renamed over the target (atomic within one filesystem), and the directory is fsynced. A
     failed write removes the temporary file and leaves every earlier checkpoint as it was.
     Remote paths (``s3://`` and the like) keep Lightning's own write.
@@ -53,11 +82,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         torch.save(checkpoint, buffer)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            file, partial = partial_file(target)
         except OSError as err:
             raise _write_error(target, err) from err
         try:
-            with os.fdopen(descriptor, "wb") as file:
+            with file:
                 file.write(buffer.getbuffer())
                 file.flush()
                 os.fsync(file.fileno())

@@ -6,6 +6,7 @@ YAML syntax error as ``in "<unicode string>", line 4`` without the file. :func:`
 such a report into one line that names the key, what was expected and, for a misspelled key, the
 closest valid one; :func:`check_yaml_files` names the file and line of a syntax error. A key of
 the previous release that moved (:data:`MOVED_KEYS`) is refused in one line naming its new key.
+:func:`with_key_path` puts the full key into a constructor's range error.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import difflib
 import importlib
 import inspect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,6 +36,9 @@ _GROUP_OPTION = re.compile(r"Group '(?P<grp>[\w.]+)' does not accept option '(?P
 _SUBCOMMAND_OPTION = re.compile(
     r"Subcommand '(?P<sub>\w+)' does not accept option '(?P<key>[\w.]+)'"
 )
+_CONFIG_FLAGS = ("-c", "--config")
+# Options that are no config value: their place on the command line does not matter.
+_ACTION_FLAGS = ("--print_config", "--help")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<args>.*)")
 _CLASS_IN_TYPE = re.compile(r"<class '(?:[\w.]+\.)?(?P<name>\w+)'>")
 # Lines of jsonargparse's union report that never carry the cause.
@@ -126,6 +131,35 @@ def moved(key: str, class_path: str | None = None) -> str | None:
     return None
 
 
+def moved_key_in(config: Any) -> str | None:
+    """:func:`moved`'s line for the first key of the previous release in a loaded config file.
+
+    Keys are looked up in the file itself, so an old key with an empty value
+    (``task_kwargs: {}``), which the parser would take as an empty group and drop, is refused
+    as well. A model or data class that still has the old argument keeps it.
+    """
+    for key, class_path in _mapping_keys(config, "", None):
+        old_argument = key.split(".")[2] if key.count(".") == 2 else None
+        if old_argument is not None and old_argument in _init_arguments(class_path or ""):
+            continue
+        if key in MOVED_KEYS:
+            return moved(key, class_path)
+    return None
+
+
+def _mapping_keys(node: Any, key: str, class_path: str | None) -> Iterator[tuple[str, str | None]]:
+    """Every dotted key of nested mappings (leaves and groups), with its top group's class_path."""
+    if not isinstance(node, Mapping):
+        return
+    for name, child in node.items():
+        child_key = f"{key}.{name}" if key else str(name)
+        top = class_path
+        if not key and isinstance(child, Mapping) and isinstance(child.get("class_path"), str):
+            top = child["class_path"]
+        yield child_key, top
+        yield from _mapping_keys(child, child_key, top)
+
+
 def summarize(message: str, option_keys: Sequence[str]) -> str:
     """The one-line reason of a jsonargparse error ``message``.
 
@@ -183,18 +217,44 @@ def check_yaml_files(paths: Iterable[str]) -> None:
     """Parse each existing YAML file; a syntax error ends the run naming the file and line.
 
     Raises:
-        SystemExit: with one line ``error: invalid config: <file>, line L, column C: <problem>``.
+        SystemExit: with one line ``error: invalid config: <file>, line L, column C: <problem>``,
+            or ``<old key>: moved to <new key> in this release`` for a key of the previous
+            release (:func:`moved_key_in`).
     """
     for path in paths:
         file = Path(path)
         if not file.is_file():
             continue  # jsonargparse reports a missing file itself
         try:
-            yaml.safe_load(file.read_text())
+            loaded = yaml.safe_load(file.read_text())
         except yaml.MarkedYAMLError as err:
             mark = err.problem_mark
             where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             raise SystemExit(f"{PREFIX}{file}{where}: {err.problem or err.context}") from None
+        renamed = moved_key_in(loaded)
+        if renamed is not None:
+            raise SystemExit(f"{PREFIX}{renamed}")
+
+
+def check_override_order(args: Sequence[str]) -> None:
+    """Refuse an override placed before ``--config``: options apply in order, so the config
+    would replace its value (and an ``init_args`` key before its ``class_path`` is known fails
+    with "Logger is abstract").
+
+    Raises:
+        SystemExit: with one line naming the first such option.
+    """
+    configs = [
+        i for i, arg in enumerate(args) if arg in _CONFIG_FLAGS or arg.startswith("--config=")
+    ]
+    if not configs:
+        return
+    for arg in args[: configs[-1]]:
+        if arg.startswith("--") and arg.split("=", 1)[0] not in (*_CONFIG_FLAGS, *_ACTION_FLAGS):
+            raise SystemExit(
+                f"{PREFIX}{arg.split('=', 1)[0]} comes before --config, which would replace it: "
+                "put overrides after --config"
+            )
 
 
 def config_files(args: Sequence[str]) -> list[str]:
@@ -206,6 +266,51 @@ def config_files(args: Sequence[str]) -> list[str]:
         elif arg.startswith("--config="):
             files.append(arg.split("=", 1)[1])
     return files
+
+
+# A constructor's range check (``unilab_lit.validation.check_arg``): "<name> must be <valid>, got
+# <value>", the name bare (``num_envs``) or with its owner (``RLCheckpoint.keep_replays``).
+_RANGE_ERROR = re.compile(r"^(?P<name>[A-Za-z_][\w.]*) must be .*, got (?P<value>.+)$")
+
+
+def with_key_path(message: str, config: Mapping[str, Any]) -> str:
+    """A range error ``message`` with the argument's full key in ``config``.
+
+    ``num_envs must be >= 1, got 0`` becomes ``data.init_args.collector.num_envs must be >= 1,
+    got 0`` when exactly one key of ``config`` ends with that argument (under the owner class
+    or group, if the message names one) and holds that value; any other message is returned as
+    it is.
+    """
+    found = _RANGE_ERROR.match(message)
+    if found is None:
+        return message
+    owner, _, argument = found["name"].rpartition(".")
+    keys = {
+        key
+        for key, value, parents in _leaves(config, "", ())
+        if key.rsplit(".", 1)[-1] == argument
+        and (not owner or owner in parents)
+        and repr(value) == found["value"]
+    }
+    if len(keys) != 1:
+        return message
+    return keys.pop() + message[len(found["name"]) :]
+
+
+def _leaves(node: Any, key: str, parents: tuple[str, ...]) -> Iterator[tuple[str, Any, tuple]]:
+    """``(dotted key, value, names above it)`` for each leaf; the names are the keys' parts and
+    the short names of the enclosing ``class_path``s."""
+    if isinstance(node, Mapping):
+        class_path = node.get("class_path")
+        if isinstance(class_path, str):
+            parents = (*parents, class_path.rsplit(".", 1)[-1])
+        for name, child in node.items():
+            yield from _leaves(child, f"{key}.{name}" if key else str(name), (*parents, str(name)))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _leaves(child, f"{key}[{index}]", parents)
+    else:
+        yield key, node, parents
 
 
 def _expected_line(key: str, found: re.Match[str]) -> str:

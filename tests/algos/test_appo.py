@@ -181,6 +181,8 @@ def test_trainer_counts_iterations_adapts_lr_updates_normalizers_and_skips_nonfi
         metrics.APPROX_KL,
         metrics.CLIP_FRACTION,
         metrics.RHO_CLIP_FRACTION,
+        metrics.TRACE_CUT_FRACTION,
+        metrics.MEAN_TRACE_COEF,
         metrics.GRAD_NORM,
         metrics.LEARNING_RATE,
     ):

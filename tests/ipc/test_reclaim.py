@@ -6,7 +6,13 @@ import os
 import subprocess
 import sys
 
-from unilab_lit.ipc.reclaim import COLLECTOR_DIR_PREFIX, pid_is_alive, reclaim_dead_owners
+from unilab_lit.checkpoint_io import partial_file
+from unilab_lit.ipc.reclaim import (
+    COLLECTOR_DIR_PREFIX,
+    pid_is_alive,
+    reclaim_dead_owners,
+    remove_dead_writers_files,
+)
 
 
 def _dead_pid() -> int:
@@ -41,3 +47,20 @@ def test_reclaim_with_nothing_dead_logs_nothing(tmp_path, caplog):
     with caplog.at_level("INFO", logger="unilab_lit.ipc.reclaim"):
         assert not reclaim_dead_owners(shm_dir=str(tmp_path), temp_dir=str(tmp_path))
     assert caplog.records == []
+
+
+def test_partial_files_of_dead_writers_are_removed_and_a_live_writers_kept(tmp_path, caplog):
+    dead = _dead_pid()
+    leftovers = [f".step=50.ckpt.{dead}.q_wglo_3.partial", f".replay-step=50.bin.{dead}.x1.partial"]
+    for name in leftovers:
+        (tmp_path / name).write_bytes(b"x")
+    live_file, live = partial_file(tmp_path / "step=100.ckpt")  # this process: a live writer
+    unattributable = tmp_path / ".step=50.ckpt.9del74cj"  # an older version's name: left alone
+    unattributable.write_bytes(b"x")
+    with live_file, caplog.at_level("INFO", logger="unilab_lit.ipc.reclaim"):
+        removed = remove_dead_writers_files(tmp_path)
+    assert sorted(removed) == sorted(leftovers)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unattributable.name])
+    assert live.name.startswith(f".step=100.ckpt.{os.getpid()}.")
+    (record,) = caplog.records
+    assert f"left by dead writer(s) [{dead}]" in record.getMessage()

@@ -117,6 +117,8 @@ class APPO(RLAlgorithm):
         ValueError: If an argument is outside its valid range (the message names it).
     """
 
+    trains_from = "RolloutDataModule"
+
     def __init__(
         self,
         policy_obs_size: int,
@@ -238,8 +240,8 @@ class APPO(RLAlgorithm):
             fresh = batch["fresh"]
             if bool(fresh.any()) or distributed.is_distributed():
                 self._update_normalizers(batch["obs"][fresh], batch["critic_obs"][fresh])
-            data, rho_clip_fraction = self._prepare(batch)
-            logged[metrics.RHO_CLIP_FRACTION] = rho_clip_fraction
+            data, trace_terms = self._prepare(batch)
+            logged.update(trace_terms)
             logged.update(self._optimize(data, fresh, iteration))
         else:
             self._skip_nonfinite(_UPDATES, f"iteration {iteration}: input batch")
@@ -258,8 +260,9 @@ class APPO(RLAlgorithm):
 
     # ------------------------------------------------------------------------ iteration
     @torch.no_grad()
-    def _prepare(self, batch: TensorDict) -> tuple[TensorDict, torch.Tensor]:
-        """Per-sample training inputs (a ``TensorDict`` of ``[T, M]``) and the ρ clip fraction.
+    def _prepare(self, batch: TensorDict) -> tuple[TensorDict, dict[str, torch.Tensor]]:
+        """Per-sample training inputs (a ``TensorDict`` of ``[T, M]``) and the trace diagnostics
+        (ρ clip fraction, trace-cut fraction, mean trace coefficient).
 
         The inputs are the normalised observations, pre-update values (the critic's outputs),
         target-policy terms, V-trace targets (values) and advantages.
@@ -312,8 +315,14 @@ class APPO(RLAlgorithm):
             batch_size=batch.batch_size,
             device=batch.device,
         )
-        rho_clip_fraction = (log_rhos.exp() > hp.clip_rho_threshold).float().mean()
-        return data, rho_clip_fraction
+        rhos = log_rhos.exp()
+        traces = rhos.clamp(max=hp.clip_c_threshold)
+        trace_terms = {
+            metrics.RHO_CLIP_FRACTION: (rhos > hp.clip_rho_threshold).float().mean(),
+            metrics.TRACE_CUT_FRACTION: (traces < 1.0).float().mean(),
+            metrics.MEAN_TRACE_COEF: hp.vtrace_lambda * traces.mean(),
+        }
+        return data, trace_terms
 
     def _optimize(
         self, data: TensorDict, fresh: torch.Tensor, iteration: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from abc import ABC
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from lightning.pytorch.core.optimizer import LightningOptimizer
@@ -87,6 +87,10 @@ class RLAlgorithm(DataParallelHooks, ABC):
     """The acting module the collector runs (:meth:`_build_actor`)."""
 
     nonfinite_skips: torch.Tensor
+
+    trains_from: ClassVar[str]
+    """Name of the data module class (or base class) whose items ``training_step`` takes; the
+    data module refuses another model before its collector starts."""
 
     def __init__(
         self,

@@ -108,6 +108,8 @@ class OffPolicyLearner(RLAlgorithm):
         ValueError: If an argument is outside its valid range (the message names it).
     """
 
+    trains_from = "ReplayDataModule"
+
     def __init__(
         self,
         policy_obs_size: int,

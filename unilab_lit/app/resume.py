@@ -65,14 +65,29 @@ class CheckpointMismatchError(ValueError):
 
 def resolve_checkpoint(fit_config: Namespace) -> Path | None:
     """The file ``fit_config.ckpt_path`` means (``"last"``: the newest ``last*.ckpt`` of the run's
-    checkpoint directories), or ``None`` without a ``ckpt_path`` or a matching file."""
+    checkpoint directories), or ``None`` without a ``ckpt_path`` or a matching file.
+
+    Raises:
+        CheckpointMismatchError: ``ckpt_path`` names a local file that does not exist.
+    """
     ckpt_path = fit_config.get("ckpt_path")
     if ckpt_path is None:
         return None
+    if _is_local_path(ckpt_path) and not Path(ckpt_path).is_file():
+        raise CheckpointMismatchError(
+            f"checkpoint {ckpt_path} does not exist; pass a checkpoint file or --ckpt_path last"
+        )
     loggers = _logger_entries(fit_config.trainer.get("logger"))
     run_dir_loggers = [entry for entry in loggers if _has_run_directory(entry)]
     path = _find_last(fit_config, run_dir_loggers) if ckpt_path == "last" else Path(ckpt_path)
     return path if path is not None and path.is_file() else None
+
+
+def _is_local_path(ckpt_path: str) -> bool:
+    # Not one of the names Lightning resolves itself (last, best, hpc, registry[:...]) nor a
+    # remote URL, which fsspec opens.
+    name = ckpt_path.split(":", 1)[0]
+    return name not in ("last", "best", "hpc", "registry") and "://" not in ckpt_path
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
@@ -84,11 +99,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except pickle.UnpicklingError as err:
-        unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
-        what = f"it holds {unsupported.group(1)}" if unsupported else "it holds arbitrary objects"
         raise CheckpointMismatchError(
-            f"checkpoint {path} does not load weights-only ({what}), so it was not written by "
-            "this trainer; pass another --ckpt_path"
+            f"{weights_only_refusal(path, err)}; pass another --ckpt_path"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -96,6 +108,17 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
             f"checkpoint {path} cannot be read (truncated or not a checkpoint: {reason}); "
             "pass another --ckpt_path"
         ) from None
+
+
+def weights_only_refusal(path: Path, err: pickle.UnpicklingError) -> str:
+    """One line for a checkpoint that torch will not load weights-only, naming the offending
+    object (not torch's advice to load it with ``weights_only=False``, which runs its code)."""
+    unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+    what = f"it holds {unsupported.group(1)}" if unsupported else "it holds arbitrary objects"
+    return (
+        f"checkpoint {path} does not load weights-only ({what}), so it was not written by "
+        "this trainer"
+    )
 
 
 def check_checkpoint_matches(

@@ -9,7 +9,10 @@ from unilab_lit.telemetry.metrics import ENV_STEPS, EVAL_MEAN_REWARD, MEAN_REWAR
 
 
 def run_summary(trainer: Trainer, wall_s: float) -> str:
-    """The block a finished fit logs: how far it got, its returns, where it wrote, what next."""
+    """The block a finished fit logs: how far it got, its returns, where it wrote, what next.
+
+    Call it on every rank: ``trainer.log_dir`` is a collective under DDP.
+    """
     metrics = trainer.callback_metrics
 
     def figure(key: str, absent: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import yaml
 from lightning.pytorch import LightningModule
 
 from unilab_lit.app.cli_io import find_config, one_line
-from unilab_lit.app.resume import last_checkpoints, newest
+from unilab_lit.app.resume import last_checkpoints, newest, weights_only_refusal
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.envs.spec import EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
@@ -134,6 +135,8 @@ def load_trained_run(
     path = resolve_checkpoint(ckpt_path, run_dir if config is None else experiment_dir(config))
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise RunLoadError(weights_only_refusal(path, err)) from None
     except Exception as err:
         raise RunLoadError(f"cannot read checkpoint {str(path)!r}: {one_line(err)}") from err
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
@@ -157,6 +160,8 @@ def load_trained_run(
     model_cls = _import_class(class_path, path)
     try:
         model = model_cls.load_from_checkpoint(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise RunLoadError(weights_only_refusal(path, err)) from None
     except Exception as err:
         raise RunLoadError(
             f"cannot rebuild {class_path} from {str(path)!r}: {one_line(err)}"

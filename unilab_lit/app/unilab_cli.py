@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jsonargparse import ActionConfigFile
+from jsonargparse import ActionConfigFile, Namespace
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
@@ -26,6 +26,7 @@ from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.app.cli_io import find_config
+from unilab_lit.app.failures import cause_line
 from unilab_lit.app.resume import (
     DATA_SIZES,
     CheckpointMismatchError,
@@ -37,7 +38,15 @@ from unilab_lit.app.resume import (
 from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.task_overrides import with_task_overrides
 from unilab_lit.checkpoint_io import CheckpointWriteError
-from unilab_lit.config_errors import PREFIX, check_yaml_files, config_files, summarize
+from unilab_lit.config_errors import (
+    PREFIX,
+    check_override_order,
+    check_yaml_files,
+    config_files,
+    summarize,
+    with_key_path,
+)
+from unilab_lit.data.base import ModelDataMismatchError
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
@@ -45,12 +54,16 @@ from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.ipc.block import UnsupportedCPUError
 from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.ipc.replay_sidecar import ReplaySidecarError
+from unilab_lit.telemetry.loggers import ResumableCSVLogger
 
 log = logging.getLogger(__name__)
 # Imported here so that jsonargparse knows them by name: ``--model.help APPO`` and
 # ``--data.help RolloutDataModule`` work and ``--help`` lists them.
 _ALGORITHMS = (APPO, FastTD3, FastSAC)
 _DATA_MODULES = (RolloutDataModule, ReplayDataModule)
+# ``--trainer.logger+=ResumableCSVLogger``: the CSV logger that keeps metrics.csv on resume.
+_LOGGERS = (ResumableCSVLogger,)
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 # The callbacks behind what the README promises (episode statistics, an exact resume, stop-safe
@@ -132,6 +145,20 @@ def _hide_lightning_notes() -> None:
     tips = logging.getLogger(rank_zero.__name__)
     if not any(isinstance(f, _DropLitLoggerTip) for f in tips.filters):
         tips.addFilter(_DropLitLoggerTip())
+
+
+def _seed_collector(config: Namespace) -> None:
+    """``data.init_args.collector.seed`` follows ``seed_everything`` unless the config sets it.
+
+    Called after LightningCLI has resolved ``seed_everything`` (``true`` drew a number), so a
+    seed-sweep with ``--seed_everything N`` also changes the env resets and randomisation.
+    """
+    seed = config.get("seed_everything")
+    collector = config.get("data.init_args.collector")
+    if collector is None or type(seed) is not int:  # seed_everything: false seeds nothing
+        return
+    if collector.get("seed") is None:
+        collector["seed"] = seed
 
 
 def _class_of(class_path: str) -> type[Callback]:
@@ -259,12 +286,23 @@ class UnilabCLI(LightningCLI):
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except (MemoryBudgetError, CheckpointWriteError, UnsupportedCPUError) as err:
+        except (
+            MemoryBudgetError,
+            CheckpointWriteError,
+            UnsupportedCPUError,
+            ReplaySidecarError,
+            ModelDataMismatchError,
+        ) as err:
             raise SystemExit(f"error: {err}") from None
         except OSError as err:
             if err.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise SystemExit(f"error: {_disk_full(err, getattr(self, 'trainer', None))}") from None
+        except Exception as err:
+            line = cause_line(err, getattr(self, "trainer", None))
+            if line is None:
+                raise
+            raise SystemExit(line) from None
 
     @staticmethod
     @override
@@ -293,6 +331,7 @@ class UnilabCLI(LightningCLI):
         if isinstance(command_line, list):
             check_yaml_files(config_files(command_line))
             merged = with_task_overrides(parser, command_line)
+            check_override_order(command_line)
         if merged == command_line:
             super().parse_arguments(parser, args)
         else:  # as LightningCLI parses; its warning about args given with sys.argv does not apply
@@ -313,8 +352,12 @@ class UnilabCLI(LightningCLI):
             if isinstance(_root_error(err), RobotModelError):
                 # The config is fine; the model files are not there (the message says how).
                 raise SystemExit(f"error: {_root_message(err)}") from None
-            raise SystemExit(f"error: invalid config: {_root_message(err)}") from None
+            raise SystemExit(f"{PREFIX}{self._with_key_path(_root_message(err))}") from None
         self._count_global_steps_in_progress_bar()
+
+    def _with_key_path(self, message: str) -> str:
+        config = self.config.get(self.subcommand) if self.subcommand else self.config
+        return with_key_path(message, config.as_dict() if hasattr(config, "as_dict") else {})
 
     @override
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
@@ -335,6 +378,8 @@ class UnilabCLI(LightningCLI):
                 callbacks[i] = StepProgressBar(refresh_rate=callback.refresh_rate)
 
     def before_instantiate_classes(self) -> None:
+        config = self.config.get(str(self.subcommand), self.config)
+        _seed_collector(config)
         if self.subcommand == "fit":
             continue_run_directory(self.config.fit)
             if self.config.fit.get("ckpt_path") is not None:
@@ -355,9 +400,14 @@ class UnilabCLI(LightningCLI):
             raise SystemExit(f"error: {err}") from None
 
     def after_fit(self) -> None:
-        """Log one summary of the run: how far it got, its returns, where it wrote, what next."""
+        """Log one summary of the run: how far it got, its returns, where it wrote, what next.
+
+        Every rank builds it (``run_summary`` reads ``trainer.log_dir``, a broadcast under DDP,
+        which a rank alone would wait on forever); rank 0 logs it.
+        """
+        summary = run_summary(self.trainer, time.monotonic() - self._fit_began)
         if self.trainer.is_global_zero:
-            log.info("%s", run_summary(self.trainer, time.monotonic() - self._fit_began))
+            log.info("%s", summary)
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load

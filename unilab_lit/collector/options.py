@@ -36,6 +36,9 @@ class CollectorOptions:
             (``unilab_lit.envs.task_spec.TaskSpec``; Python callers may pass the name).
         num_envs: Environments the collector steps together (>= 1).
         seed: Seed of the collector's env and policy sampling (and of the replay sampling).
+            ``None`` (the default): the CLI's ``seed_everything``, so ``--seed_everything N``
+            reseeds the envs too; 0 where there is none (a Python caller, ``seed_everything:
+            false``). A number set here wins over ``seed_everything``.
         physics_threads: MuJoCo threads in the collector (>= 1).
         collector_torch_threads: Torch intra-op threads in the collector (>= 1); one keeps actor
             inference from competing with the physics threads.
@@ -56,7 +59,7 @@ class CollectorOptions:
 
     task: TaskSpec
     num_envs: int
-    seed: int = 0
+    seed: int | None = None
     physics_threads: int = 1
     collector_torch_threads: int = 1
     stall_timeout_s: float = 30.0
@@ -73,6 +76,11 @@ class CollectorOptions:
         for name in ("stall_timeout_s", "data_timeout_s", "startup_timeout_s"):
             value = getattr(self, name)
             check_arg(value > 0 and math.isfinite(value), name, value, "a finite number > 0")
+
+    @property
+    def base_seed(self) -> int:
+        """The seed the collector starts from: ``seed``, or 0 where nothing set it."""
+        return 0 if self.seed is None else self.seed
 
 
 # Data modules save their options in every checkpoint's hyper-parameters (play and export rebuild
@@ -158,4 +166,4 @@ class CollectorConfig:
         # Imported here: a spawn child imports this module before its first line, so it stays light.
         from unilab_lit.distributed import rank_seed
 
-        return rank_seed(self.options.seed, self.rank)
+        return rank_seed(self.options.base_seed, self.rank)

@@ -27,6 +27,10 @@ from unilab_lit.ipc.reclaim import reclaim_dead_owners
 from unilab_lit.ipc.weights import flat_size
 
 
+class ModelDataMismatchError(TypeError):
+    """The model trains on another data module's items; the message names both classes."""
+
+
 def with_publishers(callbacks: Sequence[Callback]) -> list[Callback]:
     """``callbacks`` with a ``WeightSync`` and an ``ObsNormSync`` for whichever of the two it lacks.
 
@@ -91,7 +95,7 @@ class CollectorDataModule(LightningDataModule, ABC):
     def env_spec(self) -> EnvSpec:
         """The task's spec (sizes are linked into the model by the CLI)."""
         options = self.collector
-        env = options.task.build(1, seed=options.seed)
+        env = options.task.build(1, seed=options.base_seed)
         try:
             return dataclasses.replace(env.spec, num_envs=options.num_envs)
         finally:
@@ -183,6 +187,7 @@ class CollectorDataModule(LightningDataModule, ABC):
             MemoryBudgetError: the plan does not fit.
         """
         if self._transport is None:
+            self._require_own_learner(model)
             transport = self._make_transport(model)
             check_memory_plan(
                 flat_size(model.collector_policy()),
@@ -240,6 +245,21 @@ class CollectorDataModule(LightningDataModule, ABC):
                 f"{type(model).__name__}.training_step must take `dataloader_iter` to train "
                 f"from {type(self).__name__}: the default loop fetches one batch ahead"
             )
+
+    def _require_own_learner(self, model: LightningModule) -> None:
+        """Refuse a model that declares (``trains_from``) another data module's items.
+
+        Raises:
+            ModelDataMismatchError: naming the model, its data module and this one.
+        """
+        wanted = getattr(model, "trains_from", None)
+        if wanted is None or wanted in (cls.__name__ for cls in type(self).__mro__):
+            return
+        raise ModelDataMismatchError(
+            f"model {type(model).__name__} trains from a {wanted}, not from data "
+            f"{type(self).__name__}: set data.class_path to a {wanted} (or a model that trains "
+            f"from {type(self).__name__})"
+        )
 
     def _stop_collector(self) -> None:
         self._link = None

@@ -253,7 +253,7 @@ class ReplayDataModule(CollectorDataModule):
             warmup_rows=max(1, self.learning_starts * self.collector.num_envs),
             device=self.device,
             # Each DDP rank samples its own replay shard with its own stream.
-            seed=distributed.rank_seed(self.collector.seed, self.trainer.global_rank),
+            seed=distributed.rank_seed(self.collector.base_seed, self.trainer.global_rank),
             timeout_s=self.collector.data_timeout_s,
             tick_offset=self._feed.env_steps // self.rows_per_tick,
             synchronous=self.synchronous,

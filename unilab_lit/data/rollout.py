@@ -25,6 +25,7 @@ from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.ipc.rollout_gate import RolloutGate
 from unilab_lit.ipc.rollout_ring import RolloutRing, rollout_fields
 from unilab_lit.telemetry import tracing
+from unilab_lit.validation import check_arg
 
 # Ring fields stored once per rollout and env ([N, ...]) rather than per step ([T, N, ...]).
 _PER_ENV = ("last_critic_obs",)
@@ -36,9 +37,10 @@ _DEFAULT_COLLECTOR = CollectorOptions(task="CartpoleSwingup", num_envs=64)
 class RolloutDataset(FeedingDataset):
     """Infinite stream of staging-pool batches; each item waits for at least one new rollout.
 
-    On each ``next``: release one rollout through ``gate`` (synchronous collection), wait
-    (with collector liveness checks) until the ring holds an unread rollout, move every
-    available rollout into the staging pool, and yield the pool's combined time-major batch (a
+    On each ``next``: with a ``gate``, release rollouts until the collector may run
+    ``max_policy_lag`` rollouts ahead of the ones read; wait (with collector liveness checks)
+    until the ring holds an unread rollout; move it (with a gate) or every available rollout
+    (without) into the staging pool, and yield the pool's combined time-major batch (a
     ``TensorDict`` of batch size ``[T, M]``, see :func:`~unilab_lit.data.staging.rollout_batch`).
     :attr:`stats` counts the env steps behind the staged rollouts and those in the batch (into
     ``start`` when given: the data module's counters, earlier runs' counts included) and the latest wait. A dead or stalled collector raises its own ``CollectorError``; no rollout
@@ -57,9 +59,11 @@ class RolloutDataset(FeedingDataset):
         gate: RolloutGate | None = None,
         start: FeedStats | None = None,
         stop_requested: Callable[[], bool] | None = None,
+        max_policy_lag: int = 0,
     ) -> None:
         self._ring = ring
         self._gate = gate
+        self._max_policy_lag = max_policy_lag
         self._pool = pool
         self._collector = collector
         self._timeout_s = timeout_s
@@ -95,9 +99,13 @@ class RolloutDataset(FeedingDataset):
 
     def _next_batch(self) -> TensorDict | None:
         if self._gate is not None:
-            # Every on_train_batch_end of the previous iteration has run: the collector pulls
-            # the weights and statistics that iteration published.
-            self._gate.release()
+            # Every on_train_batch_end of the previous iteration has run: a rollout released now
+            # is acted by the weights and statistics that iteration published (or newer ones).
+            # The collector may start rollout r once r + 1 are released: it works at most
+            # max_policy_lag rollouts ahead of the one this iteration reads. Counted from the
+            # ring, so a resumed run (a fresh ring and gate) keeps the same bound.
+            while self._gate.released < self._ring.read_count + 1 + self._max_policy_lag:
+                self._gate.release()
         deadline = time.monotonic() + self._timeout_s
         with tracing.timed("wait_for_data") as wait:
             ready = distributed.wait_on_every_rank(
@@ -108,7 +116,9 @@ class RolloutDataset(FeedingDataset):
             return None  # a stop was requested
         staged = 0
         with tracing.span("stage_to_device"):  # ring → staging pool: the one device copy
-            while self._pool.stage_from(self._ring):
+            # Gated, one rollout per iteration: the others the collector ran ahead with are the
+            # next iterations' (none is dropped, each is trained in staging_capacity iterations).
+            while (self._gate is None or staged == 0) and self._pool.stage_from(self._ring):
                 staged += 1
             batch = self._pool.batch()
         tracing.counter("staging_pool_fill", self._pool.active)
@@ -127,7 +137,7 @@ class RolloutTransport(Transport):
         num_envs: Environments per rollout.
         num_steps: Rollout length T.
         ring_slots: Rollouts the ring holds.
-        synchronous: Also allocate a ``RolloutGate`` (collect one rollout per iteration).
+        gated: Also allocate a ``RolloutGate`` (the learner releases the rollouts).
         staging_capacity: Rollouts the learner's staging pool holds on its device (memory plan).
     """
 
@@ -144,12 +154,12 @@ class RolloutTransport(Transport):
         num_envs: int,
         num_steps: int,
         ring_slots: int,
-        synchronous: bool,
+        gated: bool,
         staging_capacity: int = 1,
     ) -> None:
         self.num_steps = num_steps
         self.ring_slots = ring_slots
-        self.synchronous = synchronous
+        self.gated = gated
         self.staging_capacity = staging_capacity
         self.fields = rollout_fields(
             num_steps,
@@ -164,7 +174,7 @@ class RolloutTransport(Transport):
     @override
     def host_blocks(self) -> Mapping[str, int]:
         blocks = {"rollout_ring": RolloutRing.required_bytes(self.ring_slots, self.fields)}
-        if self.synchronous:
+        if self.gated:
             blocks["rollout_gate"] = RolloutGate.required_bytes()
         return blocks
 
@@ -181,7 +191,7 @@ class RolloutTransport(Transport):
     @override
     def create(self) -> AppoWriterSpec:
         self.ring = RolloutRing(self.ring_slots, self.fields)
-        if self.synchronous:
+        if self.gated:
             self.gate = RolloutGate()
         return AppoWriterSpec(
             ring=self.ring.handle(),
@@ -215,10 +225,19 @@ class RolloutDataModule(CollectorDataModule):
             learner drops the oldest unread ones (counted).
         staging_capacity: Rollouts combined into one batch (>= 1). With more than one, the staged
             rollouts are part of every checkpoint, so a resumed run trains on the same ones.
-        synchronous: Collect rollout ``k + 1`` only after iteration ``k`` has published its
-            weights (``unilab_lit.ipc.rollout_gate``): no policy lag and a run that depends
-            only on its seeds (resume-equivalence tests, debugging), at the cost of the overlap
-            of collection and learning.
+        max_policy_lag: Sample Factory's ``max_policy_lag``, in learner iterations: the
+            collector starts a rollout only when it is at most this many rollouts ahead of the
+            one the learner reads (``unilab_lit.ipc.rollout_gate``), and the learner stages
+            one rollout per iteration. The newest rollout of every batch was then acted by
+            weights at most ``max_policy_lag`` iterations old, none is dropped, each is trained
+            in exactly ``staging_capacity`` iterations, and the collector runs at the learner's
+            rate. ``1`` overlaps collecting the next rollout with training on this one. ``None``
+            (the default) runs the collector free: it drops the oldest unread rollouts when it
+            laps the learner, which then drains every rollout available.
+        synchronous: ``max_policy_lag: 0``: collect rollout ``k + 1`` only after iteration ``k``
+            has published its weights: no policy lag and a run that depends only on its seeds
+            (resume-equivalence tests, debugging), at the cost of the overlap of collection and
+            learning.
 
     Raises:
         ValueError: if an argument is out of range.
@@ -230,6 +249,7 @@ class RolloutDataModule(CollectorDataModule):
         num_steps: int = 32,
         ring_slots: int = 4,
         staging_capacity: int = 3,
+        max_policy_lag: int | None = None,
         synchronous: bool = False,
     ) -> None:
         if num_steps < 1:
@@ -239,11 +259,27 @@ class RolloutDataModule(CollectorDataModule):
             raise ValueError(f"ring_slots must be >= 2, got {ring_slots}")
         if staging_capacity < 1:
             raise ValueError(f"staging_capacity must be >= 1, got {staging_capacity}")
+        if synchronous and max_policy_lag not in (None, 0):
+            raise ValueError(
+                f"synchronous: true is max_policy_lag: 0, got max_policy_lag={max_policy_lag}; "
+                "set one of them"
+            )
+        if synchronous:
+            max_policy_lag = 0
+        if max_policy_lag is not None:
+            check_arg(max_policy_lag >= 0, "max_policy_lag", max_policy_lag, ">= 0 or null")
+            # The collector may hold max_policy_lag unread rollouts while it writes the next.
+            check_arg(
+                ring_slots >= max_policy_lag + 1,
+                "ring_slots",
+                ring_slots,
+                f">= max_policy_lag + 1 = {max_policy_lag + 1}",
+            )
         super().__init__(collector)
         self.num_steps = num_steps
         self.ring_slots = ring_slots
         self.staging_capacity = staging_capacity
-        self.synchronous = synchronous
+        self.max_policy_lag = max_policy_lag
         self.transport: RolloutTransport | None = None
         self.pool: StagingPool | None = None
         self._pool_state: dict[str, Any] | None = None  # restored, for the next pool
@@ -295,6 +331,7 @@ class RolloutDataModule(CollectorDataModule):
             transport.gate,
             start=self._feed,
             stop_requested=self._stop_check(),
+            max_policy_lag=self.max_policy_lag or 0,
         )
         return self._item_loader(dataset)
 
@@ -305,7 +342,7 @@ class RolloutDataModule(CollectorDataModule):
             self.collector.num_envs,
             self.num_steps,
             self.ring_slots,
-            self.synchronous,
+            self.max_policy_lag is not None,
             self.staging_capacity,
         )
         return self.transport

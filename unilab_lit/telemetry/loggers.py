@@ -19,8 +19,27 @@ class ResumableCSVLogger(CSVLogger):
     does. Rows the interrupted run logged after its last checkpoint (a crash between two
     checkpoints) stay, and their steps then appear twice.
 
-    Takes the arguments of ``lightning.pytorch.loggers.CSVLogger``.
+    Takes the arguments of ``lightning.pytorch.loggers.CSVLogger``; ``save_dir`` defaults to
+    ``runs`` (the shipped configs' directory), so ``--trainer.logger+=ResumableCSVLogger`` is a
+    whole command-line option.
+
+    Args:
+        save_dir: Directory of the experiments.
+        name: Experiment name (a folder under ``save_dir``).
+        version: Run version; ``None``: the next free ``version_N``.
+        prefix: Prefix of every metric key.
+        flush_logs_every_n_steps: Steps between writes of ``metrics.csv``.
     """
+
+    def __init__(
+        self,
+        save_dir: str = "runs",
+        name: str | None = "lightning_logs",
+        version: int | str | None = None,
+        prefix: str = "",
+        flush_logs_every_n_steps: int = 100,
+    ) -> None:
+        super().__init__(save_dir, name, version, prefix, flush_logs_every_n_steps)
 
     @property
     @rank_zero_experiment

@@ -49,7 +49,12 @@ LOSS_VALUE = "Loss/value"
 LOSS_ENTROPY = "Loss/entropy"
 APPROX_KL = "Policy/approx_kl"
 CLIP_FRACTION = "Policy/clip_fraction"
+# V-trace (APPO): share of steps whose importance weight rho exceeds rho-bar (clipped), share whose
+# trace coefficient min(c-bar, rho) is below 1 (the trace back from later steps shrinks there), and
+# the mean trace coefficient lambda * min(c-bar, rho) (1: the full n-step return propagates).
 RHO_CLIP_FRACTION = "Policy/rho_clip_fraction"
+TRACE_CUT_FRACTION = "Policy/trace_cut_fraction"
+MEAN_TRACE_COEF = "Policy/mean_trace_coef"
 GRAD_NORM = "Policy/grad_norm"
 LEARNING_RATE = "Loss/learning_rate"
 POLICY_LAG = "Policy/lag"

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from unilab_lit.envs.robots.assets import RobotModelError, how_to_get, model_file
+from unilab_lit.envs.robots.assets import (
+    RobotModelError,
+    how_to_get,
+    how_to_repair,
+    model_file,
+)
 
 _NATURAL_FREQ = 2.0 * math.pi * 10.0  # rad/s
 _DAMPING_RATIO = 2.0
@@ -158,6 +163,8 @@ def build_robot(robot: RobotDescription, model_dir: str | None = None) -> RobotM
         return _compile(spec, robot)
     except (ValueError, KeyError) as err:
         reason = " ".join(str(err).split())
+        if model_dir is None:
+            raise RobotModelError(how_to_repair(robot.folder, path, reason)) from None
         raise RobotModelError(
             f"{robot.folder}: {path} is not a usable model ({reason}); {how_to_get(robot.folder)}"
         ) from None

@@ -1,0 +1,133 @@
+"""One line for each known cause a run dies of; the full traceback goes to a file in the run directory.
+
+A collector that was killed, hung or raised, and a DDP rank that died, reach the learner as
+exceptions whose traceback (Lightning's loops, the collector's own, gloo's) buries the cause in
+its last line. :func:`cause_line` turns them into one line that names the cause and the file
+that keeps the whole traceback; ``UNILAB_LIT_DEBUG=1`` shows the traceback instead
+(``docs/failures.md``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from unilab_lit import distributed
+from unilab_lit.collector.process import CollectorError
+
+DEBUG_ENV = "UNILAB_LIT_DEBUG"
+# gloo's and NCCL's words for a peer that went away.
+_PEER_GONE = re.compile(
+    r"Connection (?:closed|reset) by peer|remote worker crash|NCCL.*(?:abort|remote)"
+)
+# How long a dead peer rank may take to be reaped once its socket closed.
+_REAP_S = 2.0
+
+
+def cause_line(err: BaseException, trainer: Any | None) -> str | None:
+    """``error: <cause> (full traceback in <file>)`` for an error of a known cause, else ``None``.
+
+    Args:
+        err: The exception that ended the run.
+        trainer: The run's trainer (its log directory keeps the traceback), if it exists.
+
+    Returns:
+        ``None`` when the cause is not one of these, or when ``$UNILAB_LIT_DEBUG`` is ``1``
+        (the caller then lets the traceback through).
+    """
+    if os.environ.get(DEBUG_ENV) == "1":
+        return None
+    cause = _collector_cause(err) or _dead_rank_cause(err, trainer)
+    if cause is None:
+        return None
+    return f"error: {cause} (full traceback in {_save_traceback(err, trainer)})"
+
+
+def _collector_cause(err: BaseException) -> str | None:
+    found = _in_chain(err, CollectorError)
+    if found is None:
+        return None
+    first, _, child_traceback = str(found).partition("\n")
+    if not child_traceback:
+        return first  # killed, exited or stuck: one line already
+    # The child's traceback ends with its exception line: the cause.
+    last = [line for line in child_traceback.splitlines() if line.strip()][-1].strip()
+    return f"{first.removesuffix(':')}: {last}"
+
+
+def _dead_rank_cause(err: BaseException, trainer: Any | None) -> str | None:
+    found = next((e for e in _chain(err) if _PEER_GONE.search(str(e))), None)
+    if found is None:
+        return None
+    rank = getattr(trainer, "global_rank", None)
+    rank = distributed.global_rank() if rank is None else rank
+    dead = _dead_local_ranks(trainer)
+    if dead:
+        return "; ".join(dead) + f", so rank {rank} stopped"
+    return (
+        f"another DDP rank closed its connection to rank {rank} (it died or was killed; its own "
+        "output or the scheduler's log says why)"
+    )
+
+
+def _dead_local_ranks(trainer: Any | None) -> list[str]:
+    """``DDP rank R (pid P) was killed by SIGKILL`` for each rank this process launched that died.
+
+    Lightning's script launcher starts local ranks 1.. as children of local rank 0.
+    """
+    launcher = getattr(getattr(trainer, "strategy", None), "launcher", None)
+    procs: list[subprocess.Popen] = list(getattr(launcher, "procs", None) or [])
+    node = getattr(trainer, "node_rank", 0) * getattr(trainer, "num_devices", 1)
+    dead = []
+    for local_rank, proc in enumerate(procs, start=1):
+        try:
+            code = proc.wait(timeout=_REAP_S)
+        except subprocess.TimeoutExpired:
+            continue
+        dead.append(f"DDP rank {node + local_rank} (pid {proc.pid}) {_how_it_ended(code)}")
+    return dead
+
+
+def _how_it_ended(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _save_traceback(err: BaseException, trainer: Any | None) -> Path:
+    """Write ``err``'s traceback into the run directory (the temp directory before there is one)."""
+    name = "error.txt"
+    if getattr(trainer, "world_size", 1) > 1:
+        name = f"error-rank{trainer.global_rank}.txt"
+    # The loggers' own directories: ``trainer.log_dir`` is a broadcast, which a dead rank fails.
+    candidates = [getattr(logger, "log_dir", None) for logger in getattr(trainer, "loggers", [])]
+    existing = [Path(c) for c in candidates if c is not None and Path(c).is_dir()]
+    directory = existing[0] if existing else None
+    if directory is None:
+        directory = Path(tempfile.gettempdir()) / f"unilab_lit_error_{os.getpid()}"
+        directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text("".join(traceback.format_exception(err)))
+    return path
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _in_chain(err: BaseException, kind: type[BaseException]) -> BaseException | None:
+    return next((e for e in _chain(err) if isinstance(e, kind)), None)
