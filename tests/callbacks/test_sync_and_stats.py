@@ -68,6 +68,7 @@ def rig():
         datamodule=SimpleNamespace(collector_link=link),
         log_every_n_steps=1,
         should_stop=False,
+        num_training_batches=float("inf"),  # one endless epoch, as without limit_train_batches
     )
     yield trainer, module, link, channel
     link.weights.unlink()
