@@ -237,8 +237,8 @@ def check_yaml_files(paths: Iterable[str]) -> None:
 
 
 def check_override_order(args: Sequence[str]) -> None:
-    """Refuse an override placed before ``--config``: options apply in order, so the config
-    would replace its value (and an ``init_args`` key before its ``class_path`` is known fails
+    """Refuse an override placed before the first ``--config``: options apply in order, so the
+    config would replace its value (a later ``--config`` file is the user's own layering) (and an ``init_args`` key before its ``class_path`` is known fails
     with "Logger is abstract").
 
     Raises:
@@ -249,7 +249,7 @@ def check_override_order(args: Sequence[str]) -> None:
     ]
     if not configs:
         return
-    for arg in args[: configs[-1]]:
+    for arg in args[: configs[0]]:
         if arg.startswith("--") and arg.split("=", 1)[0] not in (*_CONFIG_FLAGS, *_ACTION_FLAGS):
             raise SystemExit(
                 f"{PREFIX}{arg.split('=', 1)[0]} comes before --config, which would replace it: "
