@@ -1,8 +1,9 @@
-"""``python -m unilab_lit.app.export``: ONNX and TorchScript of the policy with the normaliser folded in."""
+"""``python -m unilab_lit.app.export``: ONNX and ExportedProgram of the policy, normaliser folded in."""
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -44,35 +45,48 @@ def _trained_like(cls: type, task: str, obs_size: int, action_size: int) -> Trai
     return TrainedRun(model, TaskSpec(task), Path("none.ckpt"), 7)
 
 
+def _read_program(path: Path) -> tuple[torch.nn.Module, dict]:
+    extra = {METADATA_FILE: ""}
+    module = torch.export.load(path, extra_files=extra).module()
+    return module, json.loads(extra[METADATA_FILE])
+
+
+def _onnx_metadata(path: Path) -> dict[str, str]:
+    return {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+
+
 @pytest.mark.parametrize(
     ("cls", "task", "obs_size", "action_size"), ALGORITHMS, ids=[a[0].__name__ for a in ALGORITHMS]
 )
-def test_exported_onnx_and_torchscript_equal_the_torch_policy_with_its_normaliser(
+def test_exported_onnx_and_program_equal_the_torch_policy_with_its_normaliser(
     tmp_path, cls, task, obs_size, action_size
 ):
     run = _trained_like(cls, task, obs_size, action_size)
-    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
-    export_policy(run, onnx_path, script_path)
+    onnx_path, program_path = tmp_path / "policy.onnx", tmp_path / "policy.pt2"
+    # Our export path and the .pt2's read-back warn of nothing deprecated.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        export_policy(run, onnx_path, program_path)
+        program, program_meta = _read_program(program_path)
 
-    raw = torch.randn(64, obs_size) * 6.0 + 5.0  # raw observations, some beyond the clip
+    # Raw observations near the normaliser's mean, far from it and beyond its clip; one row too.
+    raw = torch.cat([torch.randn(64, obs_size) * 6.0 + 5.0, torch.randn(16, obs_size) * 200.0])
     with torch.no_grad():
         expected = run.model.collector_policy()(run.model.obs_normalizer(raw)).numpy()
+        np.testing.assert_allclose(program(raw).numpy(), expected, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(program(raw[:1]).numpy(), expected[:1], atol=1e-5, rtol=0)
     session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     (from_onnx,) = session.run(None, {"obs": raw.numpy()})
     np.testing.assert_allclose(from_onnx, expected, atol=1e-5, rtol=0)
 
-    extra = {METADATA_FILE: ""}
-    script = torch.jit.load(str(script_path), _extra_files=extra)
-    np.testing.assert_allclose(script(raw).detach().numpy(), expected, atol=1e-5, rtol=0)
-
-    onnx_meta = {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
-    script_meta = json.loads(extra[METADATA_FILE])
-    assert onnx_meta["task"] == script_meta["task"] == task
-    assert json.loads(onnx_meta["obs_size"]) == script_meta["obs_size"] == obs_size
-    assert json.loads(onnx_meta["action_size"]) == script_meta["action_size"] == action_size
+    onnx_meta = _onnx_metadata(onnx_path)
+    assert onnx_meta["task"] == program_meta["task"] == task
+    assert json.loads(onnx_meta["obs_size"]) == program_meta["obs_size"] == obs_size
+    assert json.loads(onnx_meta["action_size"]) == program_meta["action_size"] == action_size
     assert len(json.loads(onnx_meta["action_low"])) == action_size
     assert onnx_meta["algorithm"].endswith(cls.__name__)
-    assert sorted(tmp_path.iterdir()) == [onnx_path, script_path], "temporary files left"
+    assert sorted(tmp_path.iterdir()) == [onnx_path, program_path], "temporary files left"
 
 
 def test_export_cli_writes_both_files_from_a_fit_checkpoint(appo_cartpole_run, tmp_path, capsys):
@@ -81,7 +95,7 @@ def test_export_cli_writes_both_files_from_a_fit_checkpoint(appo_cartpole_run, t
         ["--ckpt_path", "last", "--run_dir", str(appo_cartpole_run), "--output", str(output)]
     )
     assert status == 0, capsys.readouterr().err
-    assert output.is_file() and output.with_suffix(".pt").is_file()
+    assert output.is_file() and output.with_suffix(".pt2").is_file()
     session = onnxruntime.InferenceSession(str(output), providers=["CPUExecutionProvider"])
     (actions,) = session.run(None, {"obs": np.zeros((3, 5), dtype=np.float32)})
     assert actions.shape == (3, 1)
@@ -110,24 +124,22 @@ def test_export_bad_input_gives_one_line_error_and_writes_nothing(
     assert list(out_dir.rglob("*")) == []
 
 
-def test_quadruped_deployment_metadata_round_trips_through_onnx_and_torchscript(tmp_path):
+def test_quadruped_deployment_metadata_round_trips_through_onnx_and_program(tmp_path):
     run = _trained_like(FastSAC, "QuadrupedJoystick", 45, 12)
-    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
-    export_policy(run, onnx_path, script_path)
+    onnx_path, program_path = tmp_path / "policy.onnx", tmp_path / "policy.pt2"
+    metadata = export_policy(run, onnx_path, program_path)
     env = run.task.build(1)
     expected = env.deployment_metadata()
-    onnx_meta = {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
-    extra = {METADATA_FILE: ""}
-    torch.jit.load(str(script_path), _extra_files=extra)
-    script_meta = json.loads(extra[METADATA_FILE])
+    onnx_meta = _onnx_metadata(onnx_path)
+    _, program_meta = _read_program(program_path)
+    assert program_meta == json.loads(json.dumps(metadata)) and set(onnx_meta) == set(metadata)
     for key, value in expected.items():
-        assert json.loads(onnx_meta[key]) == script_meta[key] == value, key
+        assert json.loads(onnx_meta[key]) == program_meta[key] == value, key
     assert json.loads(onnx_meta["control_dt"]) == pytest.approx(0.02)
     assert "action_offset + action_scale" in onnx_meta["action_scaling"]
 
 
 def test_gymnasium_task_exports_without_deployment_keys(tmp_path):
     run = _trained_like(FastTD3, "gym:Pendulum-v1", 3, 1)
-    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
-    metadata = export_policy(run, onnx_path, script_path)
+    metadata = export_policy(run, tmp_path / "policy.onnx", tmp_path / "policy.pt2")
     assert "joint_names" not in metadata and "no rescaling" in metadata["action_scaling"]

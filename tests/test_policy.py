@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -23,7 +25,7 @@ def _observations(obs_size: int) -> np.ndarray:
     return (np.random.default_rng(0).normal(size=(32, obs_size)) * 4.0).astype(np.float32)
 
 
-def test_checkpoint_and_onnx_policies_act_as_plays_policy(checkpoint, tmp_path):
+def test_checkpoint_onnx_and_program_policies_act_as_plays_policy(checkpoint, tmp_path):
     play_act = policy_actions(load_trained_run(checkpoint).model, deterministic=True)
     obs = _observations(5)
     with torch.no_grad():
@@ -33,9 +35,15 @@ def test_checkpoint_and_onnx_policies_act_as_plays_policy(checkpoint, tmp_path):
 
     from_checkpoint = unilab_lit.load_policy(checkpoint)
     from_onnx = unilab_lit.load_policy(onnx_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        from_program = unilab_lit.load_policy(onnx_path.with_suffix(".pt2"))
     assert (from_checkpoint.obs_size, from_checkpoint.action_size) == (5, 1)
+    assert (from_program.obs_size, from_program.action_size) == (5, 1)
     np.testing.assert_array_equal(from_checkpoint(obs), expected)
     np.testing.assert_allclose(from_onnx(obs), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(from_program(obs), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(from_program(obs[0]), expected[0], rtol=1e-5, atol=1e-6)
 
 
 def test_policy_keeps_the_kind_and_shape_of_its_input(checkpoint):
@@ -51,11 +59,12 @@ def test_policy_keeps_the_kind_and_shape_of_its_input(checkpoint):
         policy(np.zeros(3))
 
 
-def test_sampling_policy_differs_from_the_deterministic_one_and_onnx_refuses_it(
+def test_sampling_policy_differs_from_the_deterministic_one_and_exports_refuse_it(
     checkpoint, tmp_path
 ):
     obs = _observations(5)
     sampled = unilab_lit.load_policy(checkpoint, deterministic=False)(obs)
     assert not np.array_equal(sampled, unilab_lit.load_policy(checkpoint)(obs))
-    with pytest.raises(ValueError, match="deterministic policy only"):
-        unilab_lit.load_policy(tmp_path / "policy.onnx", deterministic=False)
+    for exported in ("policy.onnx", "policy.pt2"):
+        with pytest.raises(ValueError, match="deterministic policy only"):
+            unilab_lit.load_policy(tmp_path / exported, deterministic=False)

@@ -116,7 +116,7 @@ def test_play_and_export_rebuild_the_example_task_from_the_checkpoint(reacher_ru
     )
     assert exported.returncode == 0, exported.stderr[-2000:]
     extra = {"metadata.json": ""}
-    torch.jit.load(tmp_path / "policy.pt", _extra_files=extra)
+    torch.export.load(tmp_path / "policy.pt2", extra_files=extra)
     metadata = json.loads(extra["metadata.json"])
     assert metadata["task"] == CLASS_PATH and metadata["obs_size"] == 10
     assert json.loads(metadata["task_init_args"])["max_episode_steps"] == 50

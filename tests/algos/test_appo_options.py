@@ -227,22 +227,24 @@ def test_learner_collector_and_export_act_alike_on_observations_far_outside_the_
         log_prob = learner.actor.distribution(normalised).log_prob(batch["actions"]).sum(-1)
     torch.testing.assert_close(log_prob, batch["log_prob"], rtol=1e-5, atol=1e-4)
 
-    # The exported policy (ONNX and TorchScript) acts as the learner's inference policy.
+    # The exported policy (ONNX and ExportedProgram) acts as the learner's inference policy.
     raw = batch["obs"].reshape(-1, size)
     with torch.no_grad():
         expected = learner.actor(learner.obs_normalizer(raw))
         torch.testing.assert_close(learner.inference_policy()(raw), expected)
-    onnx_path, script_path = tmp_path / "policy.onnx", tmp_path / "policy.pt"
+    onnx_path, program_path = tmp_path / "policy.onnx", tmp_path / "policy.pt2"
     export_policy(
         TrainedRun(learner.eval(), TaskSpec("CartpoleSwingup"), Path("none.ckpt"), 0),
         onnx_path,
-        script_path,
+        program_path,
     )
     session = onnxruntime.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     (from_onnx,) = session.run(None, {"obs": raw.numpy()})
     np.testing.assert_allclose(from_onnx, expected.numpy(), atol=1e-5, rtol=1e-6)
-    script = torch.jit.load(str(script_path))
-    np.testing.assert_allclose(script(raw).detach().numpy(), expected.numpy(), atol=1e-5, rtol=1e-6)
+    program = torch.export.load(program_path).module()
+    with torch.no_grad():
+        from_program = program(raw).numpy()
+    np.testing.assert_allclose(from_program, expected.numpy(), atol=1e-5, rtol=1e-6)
 
 
 def test_fit_with_popart_linear_schedule_and_obs_clip_trains_on_the_real_collector(tmp_path):

@@ -52,16 +52,13 @@ def test_inference_policy_equals_the_collectors_deterministic_action_on_raw_obs(
         torch.testing.assert_close(model.inference_policy()(raw), expected)
 
 
-@pytest.mark.filterwarnings("ignore:`torch.jit.trace:DeprecationWarning")
 @pytest.mark.parametrize("make", ALGOS)
-def test_inference_policy_traces_and_exports_without_data_dependent_branches(make):
+def test_inference_policy_exports_without_data_dependent_branches(make):
     model = make()
     _trained_statistics(model)
     policy = model.inference_policy().eval()
     example, other = torch.randn(4, DP), torch.randn(9, DP) * 30.0  # the other one hits the clip
     with torch.no_grad():
-        traced = torch.jit.trace(policy, example)
-        torch.testing.assert_close(traced(other), policy(other))
         exported = torch.export.export(
             policy, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},)
         )

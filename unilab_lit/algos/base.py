@@ -138,7 +138,7 @@ class RLAlgorithm(DataParallelHooks, ABC):
         """Raw policy observation ``[..., policy_obs_size]`` → deterministic action ``[..., action_size]``.
 
         The observation normaliser is folded in, and the forward pass has no data-dependent
-        Python control flow, so ``torch.jit.trace`` / ``torch.onnx.export`` capture it. It uses
+        Python control flow, so ``torch.export.export`` / ``torch.onnx.export`` capture it. It uses
         the learner's live modules; copy it to freeze it.
         """
         return NormalizedPolicy(self.obs_normalizer, self.actor)

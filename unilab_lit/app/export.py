@@ -1,11 +1,15 @@
 """``python -m unilab_lit.app.export --ckpt_path PATH --output policy.onnx``: the deployable policy.
 
 Writes the deterministic policy with the observation normaliser folded in (raw policy
-observations in, actions out) as ONNX and as TorchScript, each with the run's metadata:
+observations in, actions out) as ONNX and as a ``torch.export`` ExportedProgram (``.pt2``),
+each with the run's metadata:
 observation and action sizes, task, algorithm, action bounds and how actions are scaled, and
 what a deployment script needs for a robot (the task's ``deployment_metadata()``): joint names
 in action order, default joint positions, the action map, actuator gains, effort limits and the
 observation layout.
+
+No TorchScript: ``torch.jit.trace/save/load`` warn as deprecated from torch 2.14 on, and the
+``.pt2`` is their successor (``torch.export.load(path).module()`` is a plain ``nn.Module``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_ru
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
+PROGRAM_SUFFIX = ".pt2"
 METADATA_FILE = "metadata.json"
-"""Name of the metadata in the TorchScript archive (``torch.jit.load(..., _extra_files=...)``)."""
+"""Name of the metadata in the ``.pt2`` archive (``torch.export.load(..., extra_files=...)``)."""
 
 # The env clips actions to its bounds and hands them to the task, which maps them to actuator
 # controls: for a MuJoCo task with the affine map it declares, for a gymnasium env as they are.
@@ -64,8 +69,8 @@ def policy_metadata(run: TrainedRun) -> dict[str, Any]:
     }
 
 
-def export_policy(run: TrainedRun, onnx_path: Path, torchscript_path: Path) -> dict[str, Any]:
-    """Write ``run``'s deterministic policy as ONNX and TorchScript; returns the metadata.
+def export_policy(run: TrainedRun, onnx_path: Path, program_path: Path) -> dict[str, Any]:
+    """Write ``run``'s deterministic policy as ONNX and as an ExportedProgram; returns the metadata.
 
     Both files are written to temporary names in their directories and renamed at the end, so
     a failure leaves no partial file behind.
@@ -80,10 +85,11 @@ def export_policy(run: TrainedRun, onnx_path: Path, torchscript_path: Path) -> d
         raise RuntimeError("ONNX export needs the onnx package: pip install onnx") from err
     metadata = policy_metadata(run)
     policy = run.model.inference_policy().eval()
-    example = torch.zeros(1, metadata["obs_size"])
+    # Two rows: torch.export specialises a dimension of size 1, and the batch stays dynamic.
+    example = torch.zeros(2, metadata["obs_size"])
     with (
         _temporary_next_to(onnx_path) as onnx_tmp,
-        _temporary_next_to(torchscript_path) as script_tmp,
+        _temporary_next_to(program_path) as program_tmp,
     ):
         _write_onnx(policy, example, onnx_tmp)
         model = onnx.load(str(onnx_tmp))
@@ -92,18 +98,24 @@ def export_policy(run: TrainedRun, onnx_path: Path, torchscript_path: Path) -> d
             entry.key = key
             entry.value = value if isinstance(value, str) else json.dumps(value)
         onnx.save(model, str(onnx_tmp))
-        traced = torch.jit.trace(policy, example)
-        torch.jit.save(traced, str(script_tmp), _extra_files={METADATA_FILE: json.dumps(metadata)})
+        with torch.no_grad():
+            program = torch.export.export(
+                policy, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},)
+            )
+        torch.export.save(program, program_tmp, extra_files={METADATA_FILE: json.dumps(metadata)})
         onnx_tmp.replace(onnx_path)
-        script_tmp.replace(torchscript_path)
+        program_tmp.replace(program_path)
     return metadata
 
 
 def _write_onnx(policy: nn.Module, example: torch.Tensor, path: Path) -> None:
-    # The TorchScript-based exporter: a few hundred ms for an MLP, where the dynamo exporter
-    # takes many seconds; the batch dimension stays dynamic.
+    # The TorchScript-based exporter: a few hundred ms for an MLP and no onnxscript, where the
+    # dynamo exporter takes seconds and logs pages; the batch dimension stays dynamic. torch
+    # marks it deprecated (DeprecationWarning on 2.13, FutureWarning where torch.jit is), so
+    # both are silenced here, for this call only.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=DeprecationWarning)
+        warnings.simplefilter("ignore", category=FutureWarning)
         torch.onnx.export(
             policy,
             (example,),
@@ -130,13 +142,13 @@ def _temporary_next_to(target: Path) -> Iterator[Path]:
 def _parser() -> argparse.ArgumentParser:
     parser = checkpoint_parser(
         "python -m unilab_lit.app.export",
-        "Export a trained policy (observation normaliser folded in) as ONNX and "
-        "TorchScript, with its observation/action sizes, task and action bounds as metadata.",
+        "Export a trained policy (observation normaliser folded in) as ONNX and as a "
+        "torch.export ExportedProgram (.pt2), with its observation/action sizes, task and action bounds as metadata.",
     )
     parser.add_argument("--output", required=True, help="the .onnx file to write")
     parser.add_argument(
-        "--torchscript",
-        help="the TorchScript file to write (default: --output with the suffix .pt)",
+        "--pt2",
+        help="the ExportedProgram file to write (default: --output with the suffix .pt2)",
     )
     return parser
 
@@ -146,17 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         onnx_path = check_output(args.output, ".onnx", "--output")
-        script = args.torchscript or str(onnx_path.with_suffix(".pt"))
-        script_path = check_output(script, ".pt", "--torchscript")
+        program = args.pt2 or str(onnx_path.with_suffix(PROGRAM_SUFFIX))
+        program_path = check_output(program, PROGRAM_SUFFIX, "--pt2")
         run = load_trained_run(args.ckpt_path, args.run_dir, args.config)
-        metadata = export_policy(run, onnx_path, script_path)
+        metadata = export_policy(run, onnx_path, program_path)
     except (OutputError, RunLoadError, RuntimeError, OSError) as err:
         sys.stderr.write(f"error: {one_line(err)}\n")
         return 2
     sys.stdout.write(
         f"{metadata['algorithm']} on {metadata['task']} (step {metadata['global_step']}): "
         f"obs {metadata['obs_size']} -> actions {metadata['action_size']}\n"
-        f"onnx: {onnx_path}\ntorchscript: {script_path}\n"
+        f"onnx: {onnx_path}\npt2: {program_path}\n"
     )
     return 0
 

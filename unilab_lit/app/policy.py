@@ -1,7 +1,7 @@
 """``unilab_lit.load_policy(path)``: a trained policy to call from one's own code.
 
-``policy = load_policy("runs/.../last.ckpt")`` (a checkpoint) or ``load_policy("policy.onnx")``
-(``python -m unilab_lit.app.export``), then ``actions = policy(obs)``: raw policy observations
+``policy = load_policy("runs/.../last.ckpt")`` (a checkpoint), ``load_policy("policy.onnx")`` or
+``load_policy("policy.pt2")`` (``python -m unilab_lit.app.export``), then ``actions = policy(obs)``: raw policy observations
 in (the normaliser is inside), actions out, as numpy for numpy and as torch for torch,
 ``[obs_size]`` or ``[N, obs_size]``. A checkpoint acts deterministically unless asked to
 sample; an exported file holds the deterministic policy only.
@@ -17,7 +17,7 @@ from typing import Any, overload
 import numpy as np
 import torch
 
-from unilab_lit.app.export import INPUT_NAME
+from unilab_lit.app.export import INPUT_NAME, METADATA_FILE, PROGRAM_SUFFIX
 from unilab_lit.app.trained_run import load_trained_run
 from unilab_lit.envs.policy_episodes import policy_actions
 
@@ -77,11 +77,11 @@ class Policy:
 
 
 def load_policy(path: str | Path, deterministic: bool = True) -> Policy:
-    """The policy of a checkpoint or of an exported ONNX file.
+    """The policy of a checkpoint or of an exported file (ONNX or ExportedProgram).
 
     Args:
         path: A Lightning checkpoint of a run (``.ckpt``) or a file written by
-            ``python -m unilab_lit.app.export`` (``.onnx``).
+            ``python -m unilab_lit.app.export`` (``.onnx`` or ``.pt2``).
         deterministic: The deterministic action (as ``play`` and the export); ``False`` samples
             as the collector does (checkpoints only).
 
@@ -91,12 +91,12 @@ def load_policy(path: str | Path, deterministic: bool = True) -> Policy:
         RuntimeError: If an ONNX file is given and ``onnxruntime`` is missing.
     """
     path = Path(path)
-    if path.suffix == _ONNX:
+    if path.suffix in (_ONNX, PROGRAM_SUFFIX):
         if not deterministic:
             raise ValueError(
                 f"{str(path)!r} holds the deterministic policy only; load a checkpoint to sample"
             )
-        return _onnx_policy(path)
+        return _onnx_policy(path) if path.suffix == _ONNX else _program_policy(path)
     run = load_trained_run(path)
     model = run.model
     return Policy(
@@ -126,4 +126,13 @@ def _onnx_policy(path: Path) -> Policy:
         obs_size=int(json.loads(metadata["obs_size"])),
         action_size=int(json.loads(metadata["action_size"])),
         source=path,
+    )
+
+
+def _program_policy(path: Path) -> Policy:
+    extra = {METADATA_FILE: ""}
+    module = torch.export.load(path, extra_files=extra).module()
+    metadata = json.loads(extra[METADATA_FILE])
+    return Policy(
+        module, obs_size=metadata["obs_size"], action_size=metadata["action_size"], source=path
     )

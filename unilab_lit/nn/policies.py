@@ -262,7 +262,7 @@ class NormalizedPolicy(nn.Module):
 
     Both modules are the learner's own (not copies), so the policy always acts with the current
     weights and statistics. The forward pass has no data-dependent Python control flow, so
-    ``torch.jit.trace`` and ``torch.onnx.export`` capture it whole.
+    ``torch.export.export`` and ``torch.onnx.export`` capture it whole.
 
     Args:
         normalizer: Maps raw observations ``[..., obs_size]`` to normalised ones.
