@@ -31,6 +31,7 @@ CASES = [
     ("tracing_overhead", [], "median traced/plain over 1 round(s): learner time", []),
     ("replay_pipeline", [], "round 0 fit             :", []),
     ("idle_cpu", [], "learner waiting on a slow collector:", []),
+    ("fit_threads", ["configs/fast_td3.yaml"], "configs/fast_td3.yaml fit eager-1", []),
     ("ddp_scaling", [], "ratio to ideal: env-steps/s", [pytest.mark.slow]),
     ("soak", [], "  env-steps/s", [pytest.mark.slow]),
 ]
