@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
-from smoke import parse_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,6 +108,9 @@ def _fit(args: argparse.Namespace, ranks: int, out_dir: Path) -> dict[str, float
 
 
 def main() -> None:
+    # Here, not at module level: cli.py imports this module as bench.ddp_scaling (its probe).
+    from smoke import parse_args
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/appo.yaml")
     parser.add_argument("--accelerator", default="cpu")
