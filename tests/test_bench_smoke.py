@@ -29,7 +29,7 @@ CASES = [
     ("learner_speed", [], "fast_td3: updates/s eager-1-thread", []),
     ("pipeline", [], "ratio fit / alone:", []),
     ("tracing_overhead", [], "median traced/plain over 1 round(s): learner time", []),
-    ("replay_pipeline", [], "round 0 fit             :", []),
+    ("replay_pipeline", [], " x alone; ", []),
     ("idle_cpu", [], "learner waiting on a slow collector:", []),
     ("fit_threads", ["configs/fast_td3.yaml"], "configs/fast_td3.yaml fit eager-1", []),
     ("ddp_scaling", [], "ratio to ideal: env-steps/s", [pytest.mark.slow]),
