@@ -1,8 +1,9 @@
-"""Files from RGB frames: MP4 and animated GIF streamed through ffmpeg, a PNG strip.
+"""Files from RGB frames: an MP4 or animated GIF streamed frame by frame, a PNG strip.
 
-:class:`ClipWriter` hands each frame to an ffmpeg process (imageio-ffmpeg) the moment it
-arrives, so a clip of any length holds one frame in memory; :class:`StripFrames` keeps a bounded
-sample of a stream for a strip.
+:class:`ClipWriter` encodes each frame the moment it arrives (MP4: an ffmpeg process through
+imageio-ffmpeg; GIF: Pillow's frame-by-frame GIF writer, each frame with its own palette), so
+a clip of any length holds one frame in memory; :class:`StripFrames` keeps a bounded sample of
+a stream for a strip.
 """
 
 from __future__ import annotations
@@ -16,15 +17,61 @@ from types import TracebackType
 import imageio.v3 as iio
 import imageio_ffmpeg
 import numpy as np
+from PIL import GifImagePlugin, Image
 
 from unilab_lit.validation import check_arg
 
 # libx264's yuv420p needs even sizes; imageio-ffmpeg resizes to a multiple of this (not 16,
 # its default, which would rescale a 640x480 frame).
 _MACRO_BLOCK = 2
-# Encoder and pixel format by suffix; a GIF is palette-based (ffmpeg's fixed 8-bit palette,
-# chosen per pixel as frames stream, where an optimal palette would need the whole clip first).
-_FORMATS = {".mp4": ("libx264", "yuv420p", _MACRO_BLOCK), ".gif": ("gif", "pal8", 1)}
+_SUFFIXES = (".mp4", ".gif")
+
+
+class _Mp4Encoder:
+    """H.264 through an ffmpeg process; each frame goes down its pipe."""
+
+    def __init__(self, path: Path, width: int, height: int, fps: float) -> None:
+        self._frames = imageio_ffmpeg.write_frames(
+            str(path),
+            (width, height),
+            fps=fps,
+            codec="libx264",
+            macro_block_size=_MACRO_BLOCK,
+            ffmpeg_log_level="error",
+        )
+        self._frames.send(None)  # starts ffmpeg
+
+    def send(self, frame: np.ndarray) -> None:
+        self._frames.send(frame)
+
+    def close(self) -> None:
+        self._frames.close()
+
+
+class _GifEncoder:
+    """An endlessly looping GIF written frame by frame, each with its own 256-colour palette."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        # GIF delays are in hundredths of a second.
+        self._duration_ms = 10 * round(100.0 / fps)
+        self._file = path.open("wb")
+        self._started = False
+
+    def send(self, frame: np.ndarray) -> None:
+        image = Image.fromarray(frame).quantize(256)
+        if not self._started:
+            info = {"loop": 0, "duration": self._duration_ms}
+            header, _ = GifImagePlugin.getheader(image, info=info)
+            self._file.write(b"".join(header))
+            self._started = True
+        data = GifImagePlugin.getdata(image, duration=self._duration_ms, include_color_table=True)
+        self._file.write(b"".join(data))
+
+    def close(self) -> None:
+        try:
+            self._file.write(b";")  # the GIF trailer
+        finally:
+            self._file.close()
 
 
 class ClipWriter:
@@ -46,13 +93,13 @@ class ClipWriter:
         check_arg(fps > 0, "ClipWriter: fps", fps, "> 0")
         self.path = Path(path)
         suffix = self.path.suffix.lower()
-        if suffix not in _FORMATS:
+        if suffix not in _SUFFIXES:
             raise ValueError(f"ClipWriter: {self.path} is neither .mp4 nor .gif")
         self.fps = fps
         self.frames_written = 0
         self._suffix = suffix
         self._size: tuple[int, int] | None = None
-        self._encoder = None
+        self._encoder: _Mp4Encoder | _GifEncoder | None = None
 
     def append(self, frame: np.ndarray) -> None:
         """Encode one ``[H, W, 3]`` uint8 frame (every frame has the first one's size).
@@ -109,19 +156,10 @@ class ClipWriter:
     def _start(self, width: int, height: int) -> None:
         if not self.path.parent.is_dir():
             raise FileNotFoundError(f"ClipWriter: no directory {self.path.parent}")
-        codec, pix_fmt, macro_block = _FORMATS[self._suffix]
-        extra = ["-loop", "0"] if self._suffix == ".gif" else []
-        self._encoder = imageio_ffmpeg.write_frames(
-            str(self.path),
-            (width, height),
-            fps=self.fps,
-            codec=codec,
-            pix_fmt_out=pix_fmt,
-            macro_block_size=macro_block,
-            output_params=extra,
-            ffmpeg_log_level="error",
-        )
-        self._encoder.send(None)  # starts ffmpeg
+        if self._suffix == ".gif":
+            self._encoder = _GifEncoder(self.path, self.fps)
+        else:
+            self._encoder = _Mp4Encoder(self.path, width, height, self.fps)
         self._size = (width, height)
 
 
