@@ -62,7 +62,7 @@ class EnvStepBudget(Callback):
     ) -> None:
         learned = self._stop_if_spent(trainer)
         # For the progress bar (its total and ETA), not for the loggers: a constant's ratio.
-        pl_module.log(keys.BUDGET_SPENT, learned / self.max_env_steps, logger=False)
+        pl_module.log(keys.BUDGET_SPENT, learned / self.max_env_steps, logger=False, batch_size=1)
 
     def _stop_if_spent(self, trainer: Trainer) -> int:
         """The job's learned env steps; ``trainer.should_stop`` once they reach the budget."""
