@@ -40,9 +40,9 @@ def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path)
     meta = reader.get_meta_data()
     frames = list(reader.iter_data())
     reader.close()
-    # Env 0's one episode, a frame every 4th step (the default stride), played at real time.
-    assert len(frames) == EPISODE_STEPS // 4
-    assert meta["size"] == (160, 120) and meta["fps"] == 12.5  # 1 / (0.02 s x 4)
+    # Env 0's one episode, a frame every 5th step (the default stride), played at real time.
+    assert len(frames) == EPISODE_STEPS // 5
+    assert meta["size"] == (160, 120) and meta["fps"] == 10  # 1 / (0.02 s x 5)
     assert "frames" not in completed.stderr  # no progress bar when stderr is not a terminal
     spread = np.stack(frames[::12]).astype(np.float32).std(axis=0).mean()
     assert spread > 1.0, "the frames are (nearly) all identical"
@@ -202,6 +202,6 @@ def test_play_help_shows_defaults(capsys):
     # One default each, none that contradicts the flag it is on.
     assert "(default: None)" not in shown and "(default: True)" not in shown
     assert "frame width in pixels (default: 320)" in shown
-    assert "frame height in pixels (default: 240)" in shown and "(default: 4;" in shown
+    assert "frame height in pixels (default: 240)" in shown and "(default: 5;" in shown
     assert shown.count("(default: all)") == 1 and "(default: all) (default" not in shown
     assert shown.endswith("--stochastic sample actions as the collector does")
