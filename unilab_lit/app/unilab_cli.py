@@ -22,6 +22,7 @@ from typing_extensions import override
 
 from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
 from callbacks.step_progress_bar import StepProgressBar
+from unilab_lit import distributed
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
@@ -424,6 +425,8 @@ class UnilabCLI(LightningCLI):
         summary = run_summary(self.trainer, time.monotonic() - self._fit_began)
         if self.trainer.is_global_zero:
             log.info("%s", summary)
+        # The summary's broadcast was the run's last collective.
+        distributed.leave_process_group()
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load
