@@ -10,6 +10,7 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
+from unilab_lit.telemetry import metrics as keys
 from unilab_lit.validation import check_arg
 
 log = logging.getLogger(__name__)
@@ -59,14 +60,17 @@ class EnvStepBudget(Callback):
         batch: object,
         batch_idx: int,
     ) -> None:
-        self._stop_if_spent(trainer)
+        learned = self._stop_if_spent(trainer)
+        # For the progress bar (its total and ETA), not for the loggers: a constant's ratio.
+        pl_module.log(keys.BUDGET_SPENT, learned / self.max_env_steps, logger=False, batch_size=1)
 
-    def _stop_if_spent(self, trainer: Trainer) -> None:
+    def _stop_if_spent(self, trainer: Trainer) -> int:
+        """The job's learned env steps; ``trainer.should_stop`` once they reach the budget."""
         # Under DDP every rank takes the job's sum, so all stop after the same iteration.
         own = torch.tensor([collector_link(trainer).feed.learned_env_steps], dtype=torch.int64)
         learned = int(distributed.reduce_over_ranks(own, "sum").item())
         if learned < self.max_env_steps or trainer.should_stop:
-            return
+            return learned
         trainer.should_stop = True
         if trainer.is_global_zero:
             log.info(
@@ -76,3 +80,4 @@ class EnvStepBudget(Callback):
                 self.max_env_steps,
                 trainer.global_step,
             )
+        return learned

@@ -25,6 +25,10 @@ class StepProgressBar(TQDMProgressBar):
     the counts it shows env steps, env-steps/s and the mean return (as
     ``callbacks.EpisodeStatsMonitor`` logs them), not the logger's version. ``cli.py`` puts it
     in place of Lightning's default bar; every argument is ``TQDMProgressBar``'s.
+
+    Under an env-step budget (``callbacks.EnvStepBudget``, whose share spent arrives in
+    ``trainer.callback_metrics``) the total is the iteration the budget will be spent at, as
+    the steps so far project it, so the ETA is the run's; ``max_steps`` is then only a cap.
     """
 
     @override
@@ -42,7 +46,11 @@ class StepProgressBar(TQDMProgressBar):
     @override
     def total_train_batches(self) -> int | float:
         max_steps = self.trainer.max_steps
-        return max_steps if max_steps is not None and max_steps > 0 else float("inf")
+        cap = max_steps if max_steps is not None and max_steps > 0 else float("inf")
+        spent = float(self.trainer.callback_metrics.get(keys.BUDGET_SPENT, 0.0))
+        if spent <= 0.0:
+            return cap
+        return min(cap, max(self.trainer.global_step, round(self.trainer.global_step / spent)))
 
     @override
     def on_train_start(self, trainer: Trainer, *args: Any) -> None:
@@ -65,6 +73,9 @@ class StepProgressBar(TQDMProgressBar):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         # The parent shows ``batch_idx + 1``: make that the global step.
+        if self._train_progress_bar is not None:  # a budget's projection moves the total
+            total = self.total_train_batches
+            self._train_progress_bar.total = None if total == float("inf") else total
         super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
 
     def _show_global_step(self, trainer: Trainer) -> None:

@@ -28,3 +28,19 @@ def collector_trainer(max_steps: int, *callbacks: Callback, **kwargs: Any) -> Tr
         callbacks=[WeightSync(), ObsNormSync(), *callbacks],
         **{**_QUIET, **kwargs},
     )
+
+
+def tiny_appo(data: Any, cls: type | None = None, **kwargs: Any) -> Any:
+    """An APPO (or ``cls``) sized from ``data.env_spec`` with 16-unit networks; ``kwargs`` set
+    its other arguments."""
+    from unilab_lit.algos.appo import APPO
+
+    spec = data.env_spec
+    return (cls or APPO)(
+        policy_obs_size=spec.obs_sizes["policy"],
+        critic_obs_size=spec.obs_sizes["critic"],
+        action_size=spec.action_size,
+        actor_hidden_dims=(16,),
+        critic_hidden_dims=(16,),
+        **kwargs,
+    )

@@ -13,9 +13,8 @@ from lightning.pytorch import Callback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from callbacks import EpisodeStatsMonitor
-from tests.collector_fits import collector_trainer
+from tests.collector_fits import collector_trainer, tiny_appo
 from tests.test_cli import SMOKE_OVERRIDES, assert_no_leftovers, run_cli
-from unilab_lit.algos.appo import APPO
 from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
@@ -187,13 +186,8 @@ def test_progress_bar_shows_reward_fps_and_lag_counting_iterations_to_max_steps(
     data = RolloutDataModule(
         CollectorOptions(TaskSpec("CartpoleSwingup", {"max_episode_steps": 16}), 8), num_steps=8
     )
-    spec = data.env_spec
-    model = APPO(
-        policy_obs_size=spec.obs_sizes["policy"],
-        critic_obs_size=spec.obs_sizes["critic"],
-        action_size=spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
+    model = tiny_appo(
+        data,
         num_learning_epochs=1,
         num_mini_batches=2,
     )

@@ -23,6 +23,7 @@ from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
+from tests.collector_fits import tiny_appo
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
@@ -47,13 +48,8 @@ def _build() -> tuple[APPO, RolloutDataModule]:
         staging_capacity=2,  # each batch reuses the previous rollout: the pool is checkpointed
         synchronous=True,
     )
-    spec = data.env_spec
-    model = APPO(
-        policy_obs_size=spec.obs_sizes["policy"],
-        critic_obs_size=spec.obs_sizes["critic"],
-        action_size=spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
+    model = tiny_appo(
+        data,
         num_learning_epochs=2,
         num_mini_batches=2,
         desired_kl=0.001,  # small, so the adaptive learning rate moves every iteration

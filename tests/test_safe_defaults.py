@@ -28,7 +28,7 @@ from tests.faults.test_fault_injection import (
     _signal_group_and_wait,
     _start_training,
 )
-from tests.test_cli import CliRun, assert_no_leftovers
+from tests.test_cli import CliRun, assert_no_leftovers, cli_output
 from unilab_lit.app.unilab_cli import DEFAULT_CALLBACKS, SIGTERM_EXIT_STATUS, UnilabCLI
 
 MINIMAL_CONFIG = """\
@@ -125,3 +125,16 @@ def test_minimal_config_writes_last_at_the_stop_step_on_ctrl_c_and_sigterm(
     assert returncode == exit_status, stderr[-4000:]
     assert _last_checkpoint(tmp_path / "runs")["global_step"] == read_step(tmp_path / "step")
     assert_no_leftovers(CliRun(proc.pid, returncode, "", stderr), mark)
+
+
+def test_print_config_shows_every_callback_the_cli_adds_once(tmp_path, capsys):
+    # The saved config.yaml is the same parsed config (LightningCLI's SaveConfigCallback).
+    own = [{"class_path": "callbacks.StopCheckpoint", "init_args": {"every_n_train_steps": 7}}]
+    printed = cli_output(
+        ["fit", "--config", _minimal_config(tmp_path, own), "--print_config"], capsys
+    )
+    listed = [c["class_path"] for c in yaml.safe_load(printed)["trainer"]["callbacks"]]
+    assert sorted(listed) == sorted(d["class_path"] for d in DEFAULT_CALLBACKS)
+    assert "callbacks.WeightSync" in listed and "callbacks.ObsNormSync" in listed
+    stop = yaml.safe_load(printed)["trainer"]["callbacks"][0]
+    assert stop["init_args"]["every_n_train_steps"] == 7  # the config's own instance wins

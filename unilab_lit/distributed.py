@@ -56,6 +56,17 @@ def global_rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+def leave_process_group() -> None:
+    """Destroy this process's process group, if any, once the run has ended normally.
+
+    Gloo's worker threads outlive a group that is never destroyed; at interpreter exit they
+    abort the process ("terminate called without an active exception", exit -6) after a run
+    that succeeded (pytorch/pytorch#190489). Lightning leaves the group alive after ``fit``.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def rank_seed(seed: int, rank: int) -> int:
     """The collector seed of ``rank``: ``seed`` itself on rank 0, an independent stream elsewhere.
 

@@ -15,6 +15,7 @@ from tests.test_cli import assert_smoke_fit
 from tests.test_resume import NUM_ENVS, NUM_STEPS, OFF_ENVS
 from tests.test_resume import _build as synchronous_appo
 from tests.test_resume import _build_offpolicy as synchronous_fast_td3
+from unilab_lit.telemetry.metrics import BUDGET_SPENT
 
 # Synchronous APPO stages exactly one rollout per iteration, so it learns exactly this many.
 APPO_ITERATION = NUM_ENVS * NUM_STEPS
@@ -41,6 +42,10 @@ def _last(root: Path) -> dict:
 def test_appo_fit_ends_at_the_iteration_that_reaches_the_budget_and_writes_last(tmp_path):
     trainer, data = _fit(synchronous_appo, tmp_path, APPO_BUDGET - 1)
     assert data.feed.learned_env_steps == APPO_BUDGET
+    # The share spent that the progress bar projects its total from.
+    assert float(trainer.callback_metrics[BUDGET_SPENT]) == pytest.approx(
+        APPO_BUDGET / (APPO_BUDGET - 1)
+    )
     assert trainer.global_step == APPO_BUDGET // APPO_ITERATION
     saved = _last(tmp_path)
     assert saved["global_step"] == trainer.global_step

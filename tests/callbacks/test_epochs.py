@@ -7,7 +7,7 @@ import logging
 from lightning.pytorch.callbacks import EarlyStopping
 
 from callbacks import EpisodeStatsMonitor
-from tests.collector_fits import collector_trainer
+from tests.collector_fits import collector_trainer, tiny_appo
 from unilab_lit.algos.appo import APPO
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
@@ -23,13 +23,8 @@ def _appo(num_envs: int = 8) -> tuple[APPO, RolloutDataModule]:
         num_steps=NUM_STEPS,
         synchronous=True,  # the learner cannot fall behind: 20 iterations are 20 rollouts
     )
-    spec = data.env_spec
-    model = APPO(
-        policy_obs_size=spec.obs_sizes["policy"],
-        critic_obs_size=spec.obs_sizes["critic"],
-        action_size=spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
+    model = tiny_appo(
+        data,
         num_learning_epochs=1,
         num_mini_batches=1,
     )

@@ -73,3 +73,25 @@ def test_bar_shows_env_steps_rate_and_return_by_short_names_and_no_logger_versio
         "return": "112.0",
         metrics.POLICY_LAG: 1.5,
     }
+
+
+class _SpendsABudgetOf40Steps(BoringModel):
+    """Logs the share of an env-step budget spent, as ``EnvStepBudget`` does: 1/40 a step."""
+
+    def training_step(self, batch, batch_idx):
+        self.log(metrics.BUDGET_SPENT, (self.trainer.global_step + 1) / 40, logger=False)
+        self.trainer.should_stop = self.trainer.global_step + 1 >= 12
+        return super().training_step(batch, batch_idx)
+
+
+def test_bar_total_is_the_step_an_env_step_budget_will_be_spent_at_not_max_steps(tmp_path):
+    trainer = _trainer(tmp_path, 1000)
+    trainer.fit(_SpendsABudgetOf40Steps())
+    assert trainer.global_step == 12
+    assert trainer.progress_bar_callback.train_progress_bar.total == 40
+
+
+def test_bar_total_stays_max_steps_without_a_budget(tmp_path):
+    trainer = _trainer(tmp_path, 7)
+    trainer.fit(BoringModel())
+    assert trainer.progress_bar_callback.train_progress_bar.total == 7

@@ -11,7 +11,7 @@ import torch
 from lightning.pytorch import Callback, Trainer
 from tensordict import TensorDict
 
-from tests.collector_fits import collector_trainer
+from tests.collector_fits import collector_trainer, tiny_appo
 from unilab_lit.algos.appo import APPO, ROLLOUT_KEYS
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError
@@ -41,13 +41,9 @@ def _build(cls: type[APPO] = APPO, **collector_kwargs) -> tuple[APPO, RolloutDat
     data = RolloutDataModule(
         CollectorOptions("CartpoleSwingup", NUM_ENVS, **collector_kwargs), num_steps=NUM_STEPS
     )
-    spec = data.env_spec
-    model = cls(
-        policy_obs_size=spec.obs_sizes["policy"],
-        critic_obs_size=spec.obs_sizes["critic"],
-        action_size=spec.action_size,
-        actor_hidden_dims=(16,),
-        critic_hidden_dims=(16,),
+    model = tiny_appo(
+        data,
+        cls,
         num_learning_epochs=1,
         num_mini_batches=2,
     )

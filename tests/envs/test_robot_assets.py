@@ -13,7 +13,8 @@ from unilab_lit.envs.robots.assets import RobotModelError, fetch_models, model_f
 
 def test_fetch_extracts_only_the_two_robot_folders_and_the_licence(robot_models):
     top = sorted(p.name for p in robot_models.iterdir())
-    assert top == ["LICENSE", "unitree_g1", "unitree_go1"]
+    # And the digests a later fetch checks the files against.
+    assert top == ["LICENSE", assets.MANIFEST, "unitree_g1", "unitree_go1"]
     assert "Apache License" in (robot_models / "LICENSE").read_text()
     go1 = sorted(p.name for p in (robot_models / "unitree_go1" / "assets").iterdir())
     assert go1 == ["calf.stl", "hip.stl", "thigh.stl", "thigh_mirror.stl", "trunk.stl"]

@@ -70,6 +70,29 @@ def checkpoint_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def launcher_parser(prog: str, description: str, log_dir_default: str) -> argparse.ArgumentParser:
+    """The arguments of an entry point that runs fits of one config (seeds, sweeps):
+    ``--config`` and ``--log_dir``; arguments after ``--`` go to every fit (``split_passthrough``)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=f"{description} Arguments after -- go to every fit unchanged.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    parser.add_argument("--config", required=True, help="the fit config (a file or a shipped name)")
+    parser.add_argument(
+        "--log_dir", default=None, help=f"save_dir of the runs (default: {log_dir_default})"
+    )
+    return parser
+
+
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split at its first ``--``: the launcher's own arguments and the fits' ones."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
+
+
 def check_output(path: str | Path, suffix: str, flag: str) -> Path:
     """``path`` as a ``Path`` once it is sure that a file can be written there.
 

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from unilab_lit.app.cli_io import DefaultsHelpFormatter
+from unilab_lit.app.cli_io import launcher_parser, split_passthrough
 
 DEFAULT_TAGS = ("Train/mean_reward",)
 
@@ -95,26 +95,21 @@ def last_values(log_dir: Path, seeds: Sequence[int], tag: str) -> dict[int, floa
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m unilab_lit.app.seeds",
-        description="One fit per seed into sibling run directories; the spread of chosen "
-        "metrics at the end. Arguments after -- go to every fit unchanged.",
-        formatter_class=DefaultsHelpFormatter,
+    parser = launcher_parser(
+        "python -m unilab_lit.app.seeds",
+        "One fit per seed into sibling run directories; the spread of chosen metrics at the end.",
+        "runs/seeds_<config>",
     )
-    parser.add_argument("--config", required=True, help="the fit config (a file or a shipped name)")
     parser.add_argument("--seeds", type=int, nargs="+", required=True, help="one fit per seed")
     parser.add_argument("--tags", nargs="+", default=list(DEFAULT_TAGS), help="scalars to report")
-    parser.add_argument(
-        "--log_dir", default=None, help="save_dir of the runs (default: runs/seeds_<config>)"
-    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns 0, or the exit status of the first fit that failed."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = _parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    own, extra = split_passthrough(argv)
+    args = _parser().parse_args(own)
     log_dir = Path(args.log_dir or Path("runs") / f"seeds_{Path(args.config).stem}")
     for seed in args.seeds:
         command = fit_command(args.config, seed, log_dir, extra)

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from unilab_lit.app.cli_io import DefaultsHelpFormatter
+from unilab_lit.app.cli_io import launcher_parser, split_passthrough
 
 _SPACE_KEYS = {"monitor", "direction", "epoch", "n_startup_trials", "n_warmup_epochs", "parameters"}
 
@@ -203,13 +203,12 @@ def run_sweep(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m unilab_lit.app.sweep",
-        description="An Optuna search over a fit config: one fit per trial, pruned at epoch "
-        "ends, resumable from its storage. Arguments after -- go to every fit unchanged.",
-        formatter_class=DefaultsHelpFormatter,
+    parser = launcher_parser(
+        "python -m unilab_lit.app.sweep",
+        "An Optuna search over a fit config: one fit per trial, pruned at epoch ends, "
+        "resumable from its storage.",
+        "runs/sweep_<config>",
     )
-    parser.add_argument("--config", required=True, help="the fit config (a file or a shipped name)")
     parser.add_argument("--space", required=True, help="the search space YAML file")
     parser.add_argument("--trials", type=int, required=True, help="trials in the study in all")
     parser.add_argument("--parallel", type=int, default=1, help="fits at once")
@@ -217,19 +216,14 @@ def _parser() -> argparse.ArgumentParser:
         "--storage", default=None, help="Optuna storage URL (default: sqlite:///<log_dir>/sweep.db)"
     )
     parser.add_argument("--study", default=None, help="study name (default: the config's stem)")
-    parser.add_argument(
-        "--log_dir",
-        default=None,
-        help="save_dir of the trials' runs (default: runs/sweep_<config>)",
-    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns 0, or 2 with a one-line ``error:`` on bad input."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = _parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    own, extra = split_passthrough(argv)
+    args = _parser().parse_args(own)
     stem = Path(args.config).stem
     log_dir = Path(args.log_dir or Path("runs") / f"sweep_{stem}").absolute()
     try:

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from jsonargparse import ActionConfigFile, Namespace
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import Callback, TQDMProgressBar
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -22,6 +22,7 @@ from typing_extensions import override
 
 from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
 from callbacks.step_progress_bar import StepProgressBar
+from unilab_lit import distributed
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
@@ -67,10 +68,10 @@ _LOGGERS = (ResumableCSVLogger,)
 # Model hyper-parameters the CLI links from the data module's env spec.
 _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 # The callbacks behind what the README promises (episode statistics, an exact resume, stop-safe
-# checkpoints), added when the config has no instance of the class (or of a subclass). Class
-# paths, not imports: the library does not import the ``callbacks`` package. Appended after the
-# config's own, so a listed ``EnvStepBudget`` stays before ``EpisodeStatsMonitor`` (its
-# docstring); Lightning moves checkpoint callbacks last, after ``InterruptGuard``.
+# checkpoints, the collector's weights and statistics), added to the parsed config when it has
+# no entry of the class (or of a subclass), so --print_config and the saved config.yaml show
+# what runs. Appended after the config's own, so a listed ``EnvStepBudget`` stays before
+# ``EpisodeStatsMonitor`` (its docstring); Lightning moves checkpoint callbacks last.
 DEFAULT_CALLBACKS: tuple[dict[str, Any], ...] = (
     {"class_path": "callbacks.EpisodeStatsMonitor"},
     {"class_path": "callbacks.RLCheckpoint"},
@@ -79,6 +80,8 @@ DEFAULT_CALLBACKS: tuple[dict[str, Any], ...] = (
         "class_path": "callbacks.StopCheckpoint",
         "init_args": {"save_last": True, "every_n_train_steps": 500},
     },
+    {"class_path": "callbacks.WeightSync"},
+    {"class_path": "callbacks.ObsNormSync"},
 )
 # Checkpoint state and checkpoints: not added when checkpointing is off (Lightning refuses a
 # ModelCheckpoint with ``enable_checkpointing=False``).
@@ -161,25 +164,37 @@ def _seed_collector(config: Namespace) -> None:
         collector["seed"] = seed
 
 
-def _class_of(class_path: str) -> type[Callback]:
+def _class_of(class_path: str) -> type | None:
     module_name, _, name = class_path.rpartition(".")
-    return getattr(importlib.import_module(module_name), name)
+    try:
+        return getattr(importlib.import_module(module_name or "builtins"), name)
+    except (ImportError, AttributeError):  # the parser reports an unknown class_path itself
+        return None
 
 
-def with_default_callbacks(callbacks: list[Callback], checkpointing: bool = True) -> list[Callback]:
-    """``callbacks`` followed by each of :data:`DEFAULT_CALLBACKS` it has no instance of.
+def add_default_callbacks(trainer: Namespace) -> None:
+    """Append to ``trainer.callbacks`` each of :data:`DEFAULT_CALLBACKS` it has no entry of.
 
-    ``RLCheckpoint`` and ``StopCheckpoint`` are not added when ``checkpointing`` is off.
+    ``RLCheckpoint`` and ``StopCheckpoint`` are not added when checkpointing is off (Lightning
+    refuses a ``ModelCheckpoint`` with ``enable_checkpointing=False``).
     """
-    added = []
+    listed = trainer.get("callbacks") or []
+    listed = list(listed) if isinstance(listed, list) else [listed]
+    classes = [_class_of(entry.get("class_path", "")) for entry in listed if "class_path" in entry]
+    checkpointing = trainer.get("enable_checkpointing") is not False
     for default in DEFAULT_CALLBACKS:
         cls = _class_of(default["class_path"])
-        if any(isinstance(callback, cls) for callback in callbacks):
+        if any(isinstance(c, type) and issubclass(c, cls) for c in classes):
             continue
         if default["class_path"] in _CHECKPOINT_DEFAULTS and not checkpointing:
             continue
-        added.append(cls(**default.get("init_args", {})))
-    return [*callbacks, *added]
+        listed.append(
+            Namespace(
+                class_path=default["class_path"],
+                init_args=Namespace(**default.get("init_args", {})),
+            )
+        )
+    trainer["callbacks"] = listed
 
 
 def _disk_full(err: OSError, trainer: Trainer | None) -> str:
@@ -237,6 +252,18 @@ class _OneLineErrorParser(LightningArgumentParser):
         parser = getattr(ex, "subcommand_parser", None) or self
         option_keys = [action.dest for action in parser._actions]
         raise SystemExit(PREFIX + summarize(message, option_keys))
+
+    @override
+    def _parse_common(self, cfg: Namespace, **kwargs: Any) -> Namespace:
+        # A whole parse (not jsonargparse's defaults-only or nested ones), before it fills class
+        # defaults and prints --print_config: the callbacks added here are in the printed
+        # config, the saved config.yaml and the trainer.
+        if kwargs.get("defaults") and not kwargs.get("nested_parse"):
+            subcommand = cfg.get("subcommand")
+            trainer = cfg.get(f"{subcommand}.trainer" if subcommand else "trainer")
+            if isinstance(trainer, Namespace):
+                add_default_callbacks(trainer)
+        return super()._parse_common(cfg, **kwargs)
 
 
 class UnilabCLI(LightningCLI):
@@ -359,16 +386,6 @@ class UnilabCLI(LightningCLI):
         config = self.config.get(self.subcommand) if self.subcommand else self.config
         return with_key_path(message, config.as_dict() if hasattr(config, "as_dict") else {})
 
-    @override
-    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """The trainer, with :data:`DEFAULT_CALLBACKS` added where the config lacks them."""
-        trainer_config = self.config_init.get(str(self.subcommand), self.config_init).trainer
-        listed = trainer_config.get("callbacks") or []
-        listed = listed if isinstance(listed, list) else [listed]
-        checkpointing = trainer_config.get("enable_checkpointing") is not False
-        kwargs.setdefault("callbacks", with_default_callbacks(listed, checkpointing))
-        return super().instantiate_trainer(**kwargs)
-
     def _count_global_steps_in_progress_bar(self) -> None:
         # Lightning's default bar (added when no progress bar is configured) counts the epoch's
         # batches and shows 1/? after a resume; ours counts global steps.
@@ -408,6 +425,8 @@ class UnilabCLI(LightningCLI):
         summary = run_summary(self.trainer, time.monotonic() - self._fit_began)
         if self.trainer.is_global_zero:
             log.info("%s", summary)
+        # The summary's broadcast was the run's last collective.
+        distributed.leave_process_group()
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load
