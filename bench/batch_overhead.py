@@ -15,12 +15,15 @@ bookkeeping sits beside). Rounds alternate the two sides; threads: 1, as the lea
 
     python bench/batch_overhead.py                      # configs/appo.yaml and fast_td3.yaml sizes
     python bench/batch_overhead.py --columns 256 --rounds 5
+    python bench/batch_overhead.py --smoke              # a few seconds (CI)
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+
+from smoke import parse_args
 
 
 def _per_call_ms(fn, repeats: int) -> float:
@@ -43,7 +46,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=2, help="off-policy minibatches per item")
     parser.add_argument("--repeats", type=int, default=200, help="calls per timing")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds")
-    args = parser.parse_args()
+    args = parse_args(parser, columns=16, rows=64, repeats=3, rounds=1)
 
     import torch
     from tensordict import TensorDict

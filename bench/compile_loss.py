@@ -16,6 +16,7 @@ Rounds alternate eager and compiled so that load drift hits both. Threads: the l
 
     python bench/compile_loss.py
     python bench/compile_loss.py --config configs/appo.yaml --steps 300 --rounds 3
+    python bench/compile_loss.py --smoke                 # 2 steps, 1 round (CI)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+
+from smoke import parse_args
 
 
 def _model_and_sizes(config: str, log_dir: str):
@@ -68,7 +71,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="timed steps per side and round")
     parser.add_argument("--rounds", type=int, default=2, help="eager/compiled pairs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the learner's)")
-    args = parser.parse_args()
+    args = parse_args(parser, steps=2, rounds=1)
     if args.steps < 1 or args.rounds < 1:
         parser.error("--steps and --rounds must be >= 1")
     import torch

@@ -16,6 +16,7 @@ bandwidth alone and next to a copying neighbour. If a ``gemm`` neighbour costs m
 
     python bench/core_sharing.py
     python bench/core_sharing.py --sizes 256 --dtypes float32 --seconds 5
+    python bench/core_sharing.py --smoke     # one size and dtype, 0.2 s loops (CI)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import os
 import subprocess
 import sys
 import time
+
+from smoke import parse_args
 
 _NEIGHBOURS = ("gemm", "spin", "copy")
 _COPY_BYTES = 256 * 1024 * 1024
@@ -85,7 +88,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="timed loop per measurement")
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    args = parser.parse_args()
+    args = parse_args(parser, seconds=0.2, sizes=[64], dtypes=["float32"])
     print(f"loop on core {args.core}, neighbour on core {args.other}; load {os.getloadavg()}")
     for dtype in args.dtypes:
         for size in args.sizes:

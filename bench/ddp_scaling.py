@@ -2,6 +2,7 @@
 
     python bench/ddp_scaling.py                                    # configs/appo.yaml, 1 vs 2 ranks, CPU
     python bench/ddp_scaling.py --config configs/fast_td3_gpu.yaml --accelerator gpu --ranks 8
+    python bench/ddp_scaling.py --smoke                            # 8 envs, 1 + 2 iterations (CI)
 
 Each side is a fresh ``cli.py fit`` process (Lightning's DDP launcher starts the other ranks).
 The window runs from the end of iteration ``--warmup`` to the end of the last one on every rank,
@@ -107,6 +108,9 @@ def _fit(args: argparse.Namespace, ranks: int, out_dir: Path) -> dict[str, float
 
 
 def main() -> None:
+    # Here, not at module level: cli.py imports this module as bench.ddp_scaling (its probe).
+    from smoke import parse_args
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/appo.yaml")
     parser.add_argument("--accelerator", default="cpu")
@@ -114,7 +118,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--override", nargs="*", default=[], help="extra cli.py arguments")
-    args = parser.parse_args()
+    args = parse_args(
+        parser,
+        warmup=1,
+        iterations=2,
+        override=["--data.init_args.collector.num_envs=8", "--data.init_args.num_steps=8"],
+    )
     with tempfile.TemporaryDirectory() as tmp:
         one = _fit(args, 1, Path(tmp) / "one")
         many = _fit(args, args.ranks, Path(tmp) / "many")

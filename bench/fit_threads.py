@@ -21,6 +21,7 @@ was last on; then the fit's learner iterations/s.
     python bench/fit_threads.py configs/fast_td3.yaml --setting eager-1
     python bench/fit_threads.py configs/fast_td3.yaml --setting eager-2 --place collector
     python bench/fit_threads.py configs/fast_td3.yaml --setting eager-2 --collector-priority idle
+    python bench/fit_threads.py configs/fast_td3.yaml --smoke       # a 3 s fit, a 1 s sample (CI)
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from smoke import parse_args
 
 # Collector threads are moved to their core while the fit starts; after this the set is fixed.
 _PLACE_FOR_S = 60.0
@@ -125,7 +128,7 @@ def main() -> None:
     parser.add_argument(
         "--collector-priority", choices=("normal", "nice", "idle"), default="normal"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, fit_seconds=3.0, sample_at=2.0, sample_s=1.0)
     command = [sys.executable, str(Path(__file__).with_name("learner_speed.py"))]
     command += ["--configs", args.config, "--settings", "--fit-seconds", str(args.fit_seconds)]
     command += ["--fit-settings", args.setting]

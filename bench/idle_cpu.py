@@ -18,6 +18,7 @@ Printed: % of one core per waiting process. Run it against another checkout's li
 
     python bench/idle_cpu.py
     PYTHONPATH=/work/main python bench/idle_cpu.py --seconds 10
+    python bench/idle_cpu.py --smoke    # 4 envs, 0.5 s windows (CI)
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from smoke import parse_args
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 # Settling time after a change of state, before the window opens.
@@ -86,7 +89,7 @@ def main() -> None:
     parser.add_argument("--config", default="configs/fast_td3.yaml")
     parser.add_argument("--seconds", type=float, default=10.0, help="measurement window")
     parser.add_argument("--num-envs", type=int, default=None, help="override the config's")
-    args = parser.parse_args()
+    args = parse_args(parser, seconds=0.5, num_envs=4)
     import unilab_lit
 
     shares = measure(args.config, args.seconds, args.num_envs)

@@ -1,6 +1,7 @@
 """Shared-memory transport cost against plain in-process copies of the same bytes.
 
     python bench/ipc.py [--threads 1] [--repeats 200]
+    python bench/ipc.py --smoke    # 3 repeats (CI)
 
 Prints, for each operation, the median time of the shared-memory path, of its in-process
 baseline measured in the same run, and their ratio:
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from smoke import parse_args
 from torch import nn
 
 from unilab_lit.ipc import NOT_PUBLISHED, ReplayStorage, SharedWeights, flat_size
@@ -116,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--repeats", type=int, default=200, help="timed repetitions per case")
-    args = parser.parse_args()
+    args = parse_args(parser, repeats=3)
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s), median of {args.repeats}")
     bench_weights(args.repeats)

@@ -24,6 +24,7 @@ Ends with one line per algorithm, for scripts:
     python bench/learner_speed.py
     python bench/learner_speed.py --configs configs/fast_td3.yaml --fit-seconds 60
     python bench/learner_speed.py --cache-dir "$(mktemp -d)"      # cold compile
+    python bench/learner_speed.py --smoke      # fast_td3, eager-1, 1 + 2 iterations (CI)
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import argparse
 import os
 import tempfile
 import time
+
+from smoke import parse_args
 
 DEFAULT_CONFIGS = (
     "configs/fast_td3.yaml",
@@ -223,7 +226,9 @@ def main() -> None:
         "--fit-settings", nargs="*", default=None, help="default: eager-1 and the best setting"
     )
     parser.add_argument("--cache-dir", default=None, help="inductor cache directory")
-    args = parser.parse_args()
+    args = parse_args(
+        parser, configs=["configs/fast_td3.yaml"], warm=1, iterations=2, settings=["eager-1"]
+    )
     if args.cache_dir is not None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = args.cache_dir
     summary = []

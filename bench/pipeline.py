@@ -18,6 +18,7 @@ reported as dropped.
 
     python bench/pipeline.py
     python bench/pipeline.py --task HalfCheetah --num-envs 256 --num-steps 16 --seconds 20
+    python bench/pipeline.py --smoke     # 8 envs x 8 steps, 1 s a side (CI)
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import argparse
 import os
 import tempfile
 import time
+
+from smoke import parse_args
 
 
 def _cli(args: argparse.Namespace, log_dir: str):
@@ -152,7 +155,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, nargs="+", default=[32, 32], help="MLP widths")
     parser.add_argument("--epochs", type=int, default=1, help="learning epochs per iteration")
     parser.add_argument("--mini-batches", type=int, default=1, help="minibatches per epoch")
-    args = parser.parse_args()
+    args = parse_args(parser, num_envs=8, num_steps=8, seconds=1.0, rounds=1)
     if args.seconds <= 0:
         parser.error(f"--seconds must be > 0, got {args.seconds}")
     if args.rounds < 1:

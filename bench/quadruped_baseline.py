@@ -9,6 +9,7 @@ judged against these figures: standing still scores about the mean commanded spe
 
     python bench/quadruped_baseline.py
     python bench/quadruped_baseline.py --episodes 256 --seed 1
+    python bench/quadruped_baseline.py --smoke                # 4 envs, 4 episodes (CI)
     python bench/quadruped_baseline.py --task Go1Joystick     # or G1Walk (a G1 standing still
                                                               # may fall: lengths are printed)
 
@@ -24,6 +25,7 @@ import argparse
 
 import numpy as np
 import torch
+from smoke import parse_args
 
 from unilab_lit.envs import make_env
 from unilab_lit.envs.policy_episodes import run_episodes
@@ -36,7 +38,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=128, help="whole episodes to average")
     parser.add_argument("--seed", type=int, default=0, help="seed of resets and commands")
     parser.add_argument("--task", default="QuadrupedJoystick", help="a joystick task's name")
-    args = parser.parse_args()
+    args = parse_args(parser, num_envs=4, episodes=4)
     env = make_env(args.task, args.num_envs, seed=args.seed)
     action_size = env.spec.action_size
     results = run_episodes(

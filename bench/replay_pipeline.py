@@ -20,6 +20,7 @@ the learner is faster than the collector).
     python bench/replay_pipeline.py
     python bench/replay_pipeline.py --config configs/fast_sac.yaml --seconds 30
     python bench/replay_pipeline.py --num-envs 64 --batch-size 1024 --hidden 64 64
+    python bench/replay_pipeline.py --smoke    # 4 envs, batch 64, 1 s a side (CI)
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import argparse
 import contextlib
 import tempfile
 import time
+
+from smoke import parse_args
 
 
 def _cli(args: argparse.Namespace, log_dir: str):
@@ -175,7 +178,7 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="alone/fit pairs, alternated against load drift"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, num_envs=4, batch_size=64, hidden=[16, 16], seconds=1.0)
     for index in range(1, args.rounds + 1):
         with tempfile.TemporaryDirectory() as log_dir:
             alone = collector_alone(_cli(args, log_dir), args.seconds)

@@ -33,6 +33,7 @@ lock-step, so there they do not move at all).
 
     python bench/returns.py configs/appo_ant.yaml --step-marks 250000 500000 1000000
     python bench/returns.py configs/fast_sac.yaml --seconds 300
+    python bench/returns.py configs/appo.yaml --smoke        # a 70k env-step budget (CI)
     python bench/returns.py configs/fast_td3.yaml --env-steps 700000 --marks 120 300
     python bench/returns.py configs/fast_td3.yaml --seconds 300 -- --model.init_args.tau=0.05
     python bench/returns.py configs/appo_quadruped_2core.yaml --marks 120 300 600 900 \
@@ -49,11 +50,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import parse_args
+
 from unilab_lit.app.seeds import read_scalars, spread
 
 RETURN_KEY = "Train/mean_reward"
 ENV_STEPS_KEY = "Train/learned_env_steps"
 BUDGET_CLASS = "callbacks.EnvStepBudget"
+# --smoke: a budget just past the first whole episodes of configs/appo.yaml (64 CartpoleSwingup
+# envs of 1000 steps), so that the run logs a return.
+SMOKE_ENV_STEPS = 70_000
 
 
 def _max_time(seconds: float) -> str:
@@ -222,7 +228,9 @@ def main() -> None:
     argv = sys.argv[1:]
     # Everything after "--" goes to cli.py fit unchanged (its options look like ours).
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    args = parse_args(
+        parser, argv[: argv.index("--")] if "--" in argv else argv, env_steps=SMOKE_ENV_STEPS
+    )
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="returns-")
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     config = args.config

@@ -18,6 +18,7 @@ slope is the series' own level in the same run, printed next to it.
 
     python bench/soak.py                                  # 30 min per pipeline
     python bench/soak.py --minutes 3 --pipelines appo     # a short look
+    python bench/soak.py --smoke                          # appo for 30 s (CI)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 
 from returns import config_with_budget
+from smoke import parse_args
 
 REPO = Path(__file__).resolve().parents[1]
 SHM_DIR = Path("/dev/shm")
@@ -255,7 +257,7 @@ def main() -> None:
         "--warmup-fraction", type=float, default=0.2, help="leading share left out of slopes"
     )
     parser.add_argument("overrides", nargs="*", help="extra cli.py arguments for every run")
-    args = parser.parse_args()
+    args = parse_args(parser, minutes=0.5, pipelines=["appo"], interval_s=2.0)
     print(f"load: {os.getloadavg()}")
     for name in args.pipelines:
         series = soak(name, args.minutes, args.interval_s, args.overrides)

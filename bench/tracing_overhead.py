@@ -21,6 +21,7 @@ a shared 2-core machine move by tens of percent).
 
     python bench/tracing_overhead.py
     python bench/tracing_overhead.py --seconds 30 --rounds 3 --num-envs 256
+    python bench/tracing_overhead.py --smoke    # 8 envs x 8 steps, 1 s fits (CI)
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ import os
 import statistics
 import tempfile
 import time
+
+from smoke import parse_args
 
 
 def _cli(args: argparse.Namespace, log_dir: str):
@@ -157,7 +160,7 @@ def main() -> None:
     parser.add_argument("--num-steps", type=int, default=None, help="default: the config's")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed window per fit")
     parser.add_argument("--rounds", type=int, default=2, help="plain/traced pairs")
-    args = parser.parse_args()
+    args = parse_args(parser, num_envs=8, num_steps=8, seconds=1.0, rounds=1)
     if args.seconds <= 0:
         parser.error(f"--seconds must be > 0, got {args.seconds}")
     if args.rounds < 1:

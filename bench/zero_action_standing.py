@@ -17,21 +17,24 @@ near ``home`` is stable on those gains alone; the gradient is the torque gravity
 joints at ``home``, which the PDs must answer with a sag.
 
     python bench/zero_action_standing.py
+    python bench/zero_action_standing.py --smoke    # 0.2 s stands (CI)
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import re
 
 import mujoco
 import numpy as np
+from smoke import parse_args
 
 from unilab_lit.envs.robots.g1 import G1Walk
 from unilab_lit.envs.robots.go1 import Go1Joystick
 from unilab_lit.envs.robots.legged import LeggedRobotEnv
 
-_SECONDS = 3.0
+_SECONDS = 3.0  # physics per stand (--seconds)
 _BAND = 0.05  # m
 _LEGS_AND_WAIST = r".*_(hip|knee|ankle)_.*|waist_.*"
 _FEET = {Go1Joystick: r"[FR][LR]_foot_collision", G1Walk: r"(left|right)_foot[1-7]_collision"}
@@ -40,12 +43,12 @@ _SAGITTAL = ("ankle pitch", r".*_ankle_pitch_joint"), ("knee", r".*_knee_joint")
 _SAGITTAL += ("hip pitch", r".*_hip_pitch_joint"), ("waist pitch", r"waist_pitch_joint")
 
 
-def _stand(env: LeggedRobotEnv, model: mujoco.MjModel) -> str:
+def _stand(env: LeggedRobotEnv, model: mujoco.MjModel, seconds: float) -> str:
     data = mujoco.MjData(model)
     data.qpos[:] = env.robot.home_qpos
     data.ctrl[:] = env.default_joint_pos
     start = float(data.qpos[2])
-    steps = round(_SECONDS / model.opt.timestep)
+    steps = round(seconds / model.opt.timestep)
     heights = np.empty(steps)
     fell = None
     for i in range(steps):
@@ -55,9 +58,9 @@ def _stand(env: LeggedRobotEnv, model: mujoco.MjModel) -> str:
         if fell is None and 1.0 - 2.0 * (quat[1] ** 2 + quat[2] ** 2) <= 0.5:
             fell = (i + 1) * model.opt.timestep
     inside = np.abs(heights - start) < _BAND
-    held = _SECONDS if inside.all() else np.argmin(inside) * model.opt.timestep
+    held = seconds if inside.all() else np.argmin(inside) * model.opt.timestep
     fell_text = "never" if fell is None else f"{fell:.2f} s"
-    return f"within 5 cm for {held:.2f} s, tilts past 60 deg: {fell_text}, z(3 s) {heights[-1]:.3f}"
+    return f"within 5 cm for {held:.2f} s, tilts past 60 deg: {fell_text}, z({seconds:g} s) {heights[-1]:.3f}"
 
 
 def _scaled(env: LeggedRobotEnv, kp: dict[int, float]) -> mujoco.MjModel:
@@ -168,6 +171,9 @@ def _explain_g1(env: LeggedRobotEnv) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=_SECONDS, help="physics per stand")
+    args = parse_args(parser, seconds=0.2)
     for task in (Go1Joystick, G1Walk):
         env = task(num_envs=1, reset_joint_noise=0.0)
         name = task.__name__
@@ -175,18 +181,20 @@ def main() -> None:
             f"{name}: keyframe base height {env.robot.home_qpos[2]:.3f} m, lowest geom "
             f"{100 * _clearance(env):+.1f} cm from the floor"
         )
-        print(f"  as built: {_stand(env, env.model)}")
-        print(f"  mjlab's simulation settings: {_stand(env, _mjlab_settings(env, _FEET[task]))}")
+        print(f"  as built: {_stand(env, env.model, args.seconds)}")
+        print(
+            f"  mjlab's simulation settings: {_stand(env, _mjlab_settings(env, _FEET[task]), args.seconds)}"
+        )
         if task is not G1Walk:
             continue
         gain = env.model.actuator_gainprm[:, 0]
         for factor in (2, 4, 8):
             legs = {i: factor * gain[i] for i in _matching(env, _LEGS_AND_WAIST)}
-            print(f"  legs and waist x{factor}: {_stand(env, _scaled(env, legs))}")
+            print(f"  legs and waist x{factor}: {_stand(env, _scaled(env, legs), args.seconds)}")
         ankles = {i: 8 * gain[i] for i in _matching(env, r".*_ankle_.*")}
-        print(f"  ankles alone x8: {_stand(env, _scaled(env, ankles))}")
+        print(f"  ankles alone x8: {_stand(env, _scaled(env, ankles), args.seconds)}")
         unitree = {i: kp for pattern, kp in _UNITREE_LEG_KP for i in _matching(env, pattern)}
-        print(f"  Unitree's leg gains: {_stand(env, _scaled(env, unitree))}")
+        print(f"  Unitree's leg gains: {_stand(env, _scaled(env, unitree), args.seconds)}")
         _explain_g1(env)
 
 

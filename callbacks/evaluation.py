@@ -133,10 +133,10 @@ class PolicyEvaluator(Callback):
         if self._next_step is None or step < self._next_step:
             return
         with_video = self._next_video_step is not None and step >= self._next_video_step
-        results = None
+        results, frames = None, []
         if trainer.is_global_zero:
             with tracing.span("PolicyEvaluator.evaluate"):
-                results = self._evaluate(trainer, pl_module, with_video)
+                results, frames = self._evaluate(trainer, pl_module, with_video)
         # Every rank reaches this step: one broadcast, entered by all of them.
         values = distributed.broadcast_from_rank_zero(
             None if results is None else results.eval_metrics()
@@ -147,7 +147,7 @@ class PolicyEvaluator(Callback):
             # callback_metrics (ModelCheckpoint, EarlyStopping) through self.log, on every rank.
             pl_module.log_dict(values, on_step=True, on_epoch=False, logger=False, batch_size=1)
         if results is not None:
-            self._write(trainer, values, results)
+            self._write(trainer, values, frames)
         self._next_step = _next_multiple(step, self.every_n_steps)
         if with_video:
             self._next_video_step = _next_multiple(step, self.every_n_video_steps)
@@ -176,9 +176,13 @@ class PolicyEvaluator(Callback):
 
     def _evaluate(
         self, trainer: Trainer, pl_module: LightningModule, with_video: bool
-    ) -> EpisodeResults | None:
+    ) -> tuple[EpisodeResults | None, list[np.ndarray]]:
+        # A clip of at most video_frames frames, kept for the loggers (W&B takes the array).
+        frames: list[np.ndarray] = []
         record = (
-            FrameRecording(self.video_width, self.video_height, max_frames=self.video_frames)
+            FrameRecording(
+                frames.append, self.video_width, self.video_height, max_frames=self.video_frames
+            )
             if with_video
             else None
         )
@@ -186,7 +190,7 @@ class PolicyEvaluator(Callback):
         was_training = pl_module.training
         pl_module.eval()
         try:
-            return run_episodes(
+            results = run_episodes(
                 self._env,
                 policy_actions(pl_module, deterministic=True),
                 self.episodes,
@@ -195,17 +199,18 @@ class PolicyEvaluator(Callback):
                 record=record,
                 stop=None if link is None else lambda: link.stop_requested,
             )
+            return results, frames
         finally:
             pl_module.train(was_training)
 
-    def _write(self, trainer: Trainer, values: dict[str, float], results: EpisodeResults) -> None:
+    def _write(self, trainer: Trainer, values: dict[str, float], frames: list[np.ndarray]) -> None:
         # The curves straight to the loggers, because Lightning writes step metrics only every
         # log_every_n_steps.
         step = logger_step(trainer)
         for logger in trainer.loggers:
             logger.log_metrics(values, step=step)
-        if results.frames:
-            self._log_clip(trainer, results, step)
+        if frames:
+            self._log_clip(trainer, frames, step)
 
     @staticmethod
     def _say_which_loggers_take_clips(trainer: Trainer) -> None:
@@ -219,23 +224,23 @@ class PolicyEvaluator(Callback):
         elif without:
             log.info("PolicyEvaluator: clips go to every logger but %s", ", ".join(without))
 
-    def _log_clip(self, trainer: Trainer, results: EpisodeResults, step: int) -> None:
+    def _log_clip(self, trainer: Trainer, frames: list[np.ndarray], step: int) -> None:
         fps = 1.0 / self._env.spec.control_dt
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):
-                height, width, _ = results.frames[0].shape
+                height, width, _ = frames[0].shape
                 image = Summary.Image(
                     height=height,
                     width=width,
                     colorspace=3,
-                    encoded_image_string=video.gif_bytes(results.frames, fps),
+                    encoded_image_string=video.gif_bytes(frames, fps),
                 )
                 summary = Summary(value=[Summary.Value(tag=metrics.EVAL_VIDEO, image=image)])
                 # What SummaryWriter.add_video writes, without its moviepy dependency.
                 write_tensorboard_summary(logger.experiment, summary, step)
             elif _takes_clips(logger):
                 # W&B's Video takes [T, C, H, W] frames.
-                clip = np.stack(results.frames).transpose(0, 3, 1, 2)
+                clip = np.stack(frames).transpose(0, 3, 1, 2)
                 logger.log_video(metrics.EVAL_VIDEO, [clip], step=step, fps=[fps], format=["gif"])
 
 

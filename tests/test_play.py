@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 import subprocess
 import sys
+import weakref
 
 import imageio.v2 as imageio
 import imageio.v3 as iio
@@ -13,9 +15,10 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from unilab_lit.app.play import main, play
+from unilab_lit.app.play import PlayOutputs, main, play
 from unilab_lit.app.trained_run import load_trained_run
 from unilab_lit.envs.policy_episodes import run_episodes
+from unilab_lit.telemetry import video
 
 EPISODE_STEPS = 500  # CartpoleSwingup's time limit
 
@@ -37,9 +40,11 @@ def test_play_writes_an_mp4_of_env0_that_reads_back(appo_cartpole_run, tmp_path)
     meta = reader.get_meta_data()
     frames = list(reader.iter_data())
     reader.close()
-    assert len(frames) == EPISODE_STEPS  # env 0's one episode, a frame per step
-    assert meta["size"] == (160, 120) and meta["fps"] == 50  # control_dt 0.02 s
-    spread = np.stack(frames[::50]).astype(np.float32).std(axis=0).mean()
+    # Env 0's one episode, a frame every 5th step (the default stride), played at real time.
+    assert len(frames) == EPISODE_STEPS // 5
+    assert meta["size"] == (160, 120) and meta["fps"] == 10  # 1 / (0.02 s x 5)
+    assert "frames" not in completed.stderr  # no progress bar when stderr is not a terminal
+    spread = np.stack(frames[::12]).astype(np.float32).std(axis=0).mean()
     assert spread > 1.0, "the frames are (nearly) all identical"
 
 
@@ -61,6 +66,43 @@ def test_play_writes_a_gif_of_every_kth_step_up_to_max_frames(
     # Real time / stride: a frame stands for `stride` control steps of 0.02 s.
     assert iio.immeta(out)["duration"] == 20 * int(stride)
     assert f"({expected} frames recorded)" in capsys.readouterr().out
+
+
+def test_play_streams_each_frame_to_every_file_as_it_is_rendered(
+    appo_cartpole_run, tmp_path, monkeypatch
+):
+    """Frames reach the MP4 and GIF encoders during the episode, and at most a small constant
+    number of them is alive at any time (the strip's bounded sample included)."""
+    appended: list[weakref.ref] = []
+    most_alive = 0
+    real_append = video.ClipWriter.append
+
+    def append(writer: video.ClipWriter, frame: np.ndarray) -> None:
+        nonlocal most_alive
+        if writer.path.suffix == ".mp4":  # the GIF gets the same frame objects
+            gc.collect()
+            most_alive = max(most_alive, sum(ref() is not None for ref in appended))
+            appended.append(weakref.ref(frame))
+        real_append(writer, frame)
+
+    monkeypatch.setattr(video.ClipWriter, "append", append)
+    outputs = PlayOutputs(
+        video=tmp_path / "c.mp4",
+        gif=tmp_path / "c.gif",
+        strip=tmp_path / "c.png",
+        strip_frames=3,
+        width=48,
+        height=32,
+        frame_stride=2,
+    )
+    run = load_trained_run("last", appo_cartpole_run)
+    results = play(run, num_envs=1, episodes=1, outputs=outputs)
+    frames = EPISODE_STEPS // 2
+    assert results.frames_recorded == frames and len(appended) == frames
+    # The strip's sample (2 x 3 + 1), the encoders' last inputs and the frame being rendered.
+    assert most_alive <= 2 * 3 + 1 + 3, most_alive
+    assert iio.imread(tmp_path / "c.gif", index=None).shape == (frames, 32, 48, 3)
+    assert iio.imread(tmp_path / "c.png").shape == (32, 3 * 48, 3)
 
 
 def test_play_unknown_camera_is_one_line_naming_the_models_cameras(
@@ -159,5 +201,7 @@ def test_play_help_shows_defaults(capsys):
     assert "(default: runs)" in shown and "(default: 16)" in shown
     # One default each, none that contradicts the flag it is on.
     assert "(default: None)" not in shown and "(default: True)" not in shown
+    assert "frame width in pixels (default: 320)" in shown
+    assert "frame height in pixels (default: 240)" in shown and "(default: 5;" in shown
     assert shown.count("(default: all)") == 1 and "(default: all) (default" not in shown
     assert shown.endswith("--stochastic sample actions as the collector does")

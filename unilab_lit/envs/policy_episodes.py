@@ -46,10 +46,13 @@ def policy_actions(model: LightningModule, deterministic: bool = True) -> Act:
 class FrameRecording:
     """Which frames :func:`run_episodes` renders: env 0's, one every ``stride`` steps of its episodes.
 
+    Each frame goes to ``sink`` as soon as it is rendered (an encoder streams it to a file; see
+    :class:`unilab_lit.telemetry.video.ClipWriter`), so ``run_episodes`` keeps none of them.
     Rendering dominates a filmed run under software OpenGL, so ``stride`` and ``max_frames``
     are what keep a clip of a slow-to-draw robot cheap.
 
     Args:
+        sink: Called with each frame ``[H, W, 3]`` (uint8), in order.
         width: Frame width in pixels.
         height: Frame height in pixels.
         max_frames: Stop recording after this many frames; ``None`` records env 0's episodes
@@ -58,8 +61,9 @@ class FrameRecording:
         camera: A camera of the task's model; ``None`` takes the env's default.
     """
 
-    width: int = 640
-    height: int = 480
+    sink: Callable[[np.ndarray], None]
+    width: int = 320
+    height: int = 240
     max_frames: int | None = None
     stride: int = 1
     camera: str | None = None
@@ -77,14 +81,14 @@ class EpisodeResults:
         lengths: Steps of each episode.
         terms: Per-episode sum of each reward term, by term name.
         metrics: Per-episode mean of each of the task's step metrics, by metric name.
-        frames: Env 0's frames ``[H, W, 3]`` (uint8), when recorded.
+        frames_recorded: Env 0's frames handed to the recording's sink.
     """
 
     returns: np.ndarray
     lengths: np.ndarray
     terms: dict[str, np.ndarray] = field(default_factory=dict)
     metrics: dict[str, np.ndarray] = field(default_factory=dict)
-    frames: list[np.ndarray] = field(default_factory=list)
+    frames_recorded: int = 0
 
     @property
     def mean_return(self) -> float:
@@ -148,14 +152,15 @@ def run_episodes(
     lengths: list[np.ndarray] = []
     terms: dict[str, list[np.ndarray]] = {}
     episode_metrics: dict[str, list[np.ndarray]] = {}
-    frames: list[np.ndarray] = []
+    frames = 0
     obs = env.reset(seed=seed, stagger=False)
     step = 0
     while (done_count < quota).any():
         if stop is not None and stop():
             return None
         if record is not None and done_count[0] < quota[0] and _films(record, step, frames):
-            frames.append(env.render([0], record.width, record.height, record.camera)[0])
+            record.sink(env.render([0], record.width, record.height, record.camera)[0])
+            frames += 1
         step += 1
         policy_obs = torch.as_tensor(obs[POLICY], device=device)
         actions = act(policy_obs).float().cpu().numpy()
@@ -179,11 +184,11 @@ def run_episodes(
         lengths=np.concatenate(lengths),
         terms={term: np.concatenate(parts) for term, parts in terms.items()},
         metrics={name: np.concatenate(parts) for name, parts in episode_metrics.items()},
-        frames=frames,
+        frames_recorded=frames,
     )
 
 
-def _films(record: FrameRecording, step: int, frames: list[np.ndarray]) -> bool:
+def _films(record: FrameRecording, step: int, frames: int) -> bool:
     if step % record.stride:
         return False
-    return record.max_frames is None or len(frames) < record.max_frames
+    return record.max_frames is None or frames < record.max_frames

@@ -1,57 +1,232 @@
-"""Files from RGB frames: MP4 (imageio with imageio-ffmpeg), a PNG strip, an animated GIF."""
+"""Files from RGB frames: an MP4 or animated GIF streamed frame by frame, a PNG strip.
+
+:class:`ClipWriter` encodes each frame the moment it arrives (MP4: an ffmpeg process through
+imageio-ffmpeg; GIF: Pillow's frame-by-frame GIF writer, each frame with its own palette), so
+a clip of any length holds one frame in memory; :class:`StripFrames` keeps a bounded sample of
+a stream for a strip.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from types import TracebackType
 
-import imageio.v2 as imageio
 import imageio.v3 as iio
+import imageio_ffmpeg
 import numpy as np
+from PIL import GifImagePlugin, Image
 
 from unilab_lit.validation import check_arg
 
 # libx264's yuv420p needs even sizes; imageio-ffmpeg resizes to a multiple of this (not 16,
 # its default, which would rescale a 640x480 frame).
 _MACRO_BLOCK = 2
+_SUFFIXES = (".mp4", ".gif")
 
 
-def write_mp4(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> None:
-    """Encode ``frames`` (each ``[H, W, 3]`` uint8) as an H.264 MP4 at ``fps``.
+class _Mp4Encoder:
+    """H.264 through an ffmpeg process; each frame goes down its pipe."""
 
-    A file that fails half-way is removed, so a failed write leaves nothing behind.
+    def __init__(self, path: Path, width: int, height: int, fps: float) -> None:
+        self._frames = imageio_ffmpeg.write_frames(
+            str(path),
+            (width, height),
+            fps=fps,
+            codec="libx264",
+            macro_block_size=_MACRO_BLOCK,
+            ffmpeg_log_level="error",
+        )
+        self._frames.send(None)  # starts ffmpeg
+
+    def send(self, frame: np.ndarray) -> None:
+        self._frames.send(frame)
+
+    def close(self) -> None:
+        self._frames.close()
+
+
+class _GifEncoder:
+    """An endlessly looping GIF written frame by frame, each with its own 256-colour palette."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        # GIF delays are in hundredths of a second.
+        self._duration_ms = 10 * round(100.0 / fps)
+        self._file = path.open("wb")
+        self._started = False
+
+    def send(self, frame: np.ndarray) -> None:
+        image = Image.fromarray(frame).quantize(256)
+        if not self._started:
+            info = {"loop": 0, "duration": self._duration_ms}
+            header, _ = GifImagePlugin.getheader(image, info=info)
+            self._file.write(b"".join(header))
+            self._started = True
+        data = GifImagePlugin.getdata(image, duration=self._duration_ms, include_color_table=True)
+        self._file.write(b"".join(data))
+
+    def close(self) -> None:
+        try:
+            self._file.write(b";")  # the GIF trailer
+        finally:
+            self._file.close()
+
+
+class ClipWriter:
+    """An MP4 or GIF file that frames are streamed into, one at a time, as they are rendered.
+
+    The encoder starts with the first frame (which fixes the size). Use it as a context manager:
+    a block that fails, or a clip without frames, removes the file, so a failed write leaves no
+    half-written file behind.
+
+    Args:
+        path: Target file; ``.mp4`` (H.264) or ``.gif`` (endlessly looping).
+        fps: Frames per second of playback (> 0).
+
+    Raises:
+        ValueError: If ``fps`` is not positive or the suffix is neither ``.mp4`` nor ``.gif``.
+    """
+
+    def __init__(self, path: str | Path, fps: float) -> None:
+        check_arg(fps > 0, "ClipWriter: fps", fps, "> 0")
+        self.path = Path(path)
+        suffix = self.path.suffix.lower()
+        if suffix not in _SUFFIXES:
+            raise ValueError(f"ClipWriter: {self.path} is neither .mp4 nor .gif")
+        self.fps = fps
+        self.frames_written = 0
+        self._suffix = suffix
+        self._size: tuple[int, int] | None = None
+        self._encoder: _Mp4Encoder | _GifEncoder | None = None
+
+    def append(self, frame: np.ndarray) -> None:
+        """Encode one ``[H, W, 3]`` uint8 frame (every frame has the first one's size).
+
+        Raises:
+            ValueError: If the frame's size differs from the first frame's.
+            OSError: If the file cannot be written.
+        """
+        frame = np.ascontiguousarray(frame, dtype=np.uint8)
+        height, width = frame.shape[:2]
+        if self._encoder is None:
+            self._start(width, height)
+        elif (width, height) != self._size:
+            raise ValueError(f"ClipWriter: frame of {width}x{height}, the clip is {self._size}")
+        self._encoder.send(frame)
+        self.frames_written += 1
+
+    def close(self) -> None:
+        """Finish the file (flushes ffmpeg and waits for it).
+
+        Raises:
+            ValueError: If no frame was written (the file is removed).
+            OSError: If the encoder failed.
+        """
+        if self._encoder is None:
+            self.path.unlink(missing_ok=True)
+            raise ValueError(f"ClipWriter: no frames to write to {self.path}")
+        encoder, self._encoder = self._encoder, None
+        encoder.close()
+
+    def __enter__(self) -> ClipWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            try:
+                self.close()
+            except BaseException:
+                self.path.unlink(missing_ok=True)
+                raise
+            return
+        if self._encoder is not None:
+            encoder, self._encoder = self._encoder, None
+            # The block's own error is the one to raise, not the encoder's on the way out.
+            with contextlib.suppress(Exception):
+                encoder.close()
+        self.path.unlink(missing_ok=True)
+
+    def _start(self, width: int, height: int) -> None:
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(f"ClipWriter: no directory {self.path.parent}")
+        if self._suffix == ".gif":
+            self._encoder = _GifEncoder(self.path, self.fps)
+        else:
+            self._encoder = _Mp4Encoder(self.path, width, height, self.fps)
+        self._size = (width, height)
+
+
+def write_clip(path: str | Path, frames: Iterable[np.ndarray], fps: float) -> int:
+    """Stream ``frames`` (each ``[H, W, 3]`` uint8; a generator is consumed lazily) into an MP4
+    or GIF at ``fps``; returns the frame count.
+
+    Raises:
+        ValueError: If there are no frames, ``fps`` is not positive or the suffix is unknown.
+        OSError: If the file cannot be written (a half-written one is removed).
+    """
+    with ClipWriter(path, fps) as writer:
+        for frame in frames:
+            writer.append(frame)
+    return writer.frames_written
+
+
+def gif_bytes(frames: Iterable[np.ndarray], fps: float) -> bytes:
+    """An endlessly looping animated GIF of ``frames`` at ``fps`` (what TensorBoard shows as video).
 
     Raises:
         ValueError: If there are no frames or ``fps`` is not positive.
-        OSError: If the file cannot be written.
     """
-    _check_clip("write_mp4", frames, fps)
-    path = Path(path)
-    with (
-        _removed_on_failure(path),
-        imageio.get_writer(
-            path, format="FFMPEG", mode="I", fps=fps, codec="libx264", macro_block_size=_MACRO_BLOCK
-        ) as writer,
-    ):
-        for frame in frames:
-            writer.append_data(np.asarray(frame, dtype=np.uint8))
+    with tempfile.TemporaryDirectory(prefix="unilab_gif_") as scratch:
+        path = Path(scratch) / "clip.gif"
+        write_clip(path, frames, fps)
+        return path.read_bytes()
 
 
-def _check_clip(name: str, frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> None:
-    if len(frames) == 0:
-        raise ValueError(f"{name}: no frames to write")
-    check_arg(fps > 0, f"{name}: fps", fps, "> 0")
+class StripFrames:
+    """A bounded, evenly spaced sample of a frame stream, for :func:`strip`.
 
+    Keeps every ``spacing``-th frame and the latest one; when more than ``2 * count`` are kept,
+    every other one is dropped and the spacing doubles. So it holds at most ``2 * count + 1``
+    frames whatever the stream's length, and the first and the last frame are always in it.
 
-@contextlib.contextmanager
-def _removed_on_failure(path: Path) -> Iterator[None]:
-    """Removes ``path`` if the block fails, so a failed write leaves no half-written file."""
-    try:
-        yield
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
+    Args:
+        count: Frames the strip will show (>= 1).
+    """
+
+    def __init__(self, count: int) -> None:
+        check_arg(count >= 1, "StripFrames: count", count, ">= 1")
+        self.count = count
+        self._kept: list[np.ndarray] = []
+        self._spacing = 1
+        self._seen = 0
+        self._last: np.ndarray | None = None
+
+    def append(self, frame: np.ndarray) -> None:
+        """Offer the next frame of the stream."""
+        frame = np.asarray(frame, dtype=np.uint8)
+        if self._seen % self._spacing == 0:
+            self._kept.append(frame)
+            if len(self._kept) > 2 * self.count:
+                self._kept = self._kept[::2]
+                self._spacing *= 2
+        self._seen += 1
+        self._last = frame
+
+    @property
+    def frames(self) -> list[np.ndarray]:
+        """The kept frames in stream order, the latest frame last."""
+        if self._last is None:
+            return []
+        if self._kept[-1] is self._last:
+            return list(self._kept)
+        return [*self._kept, self._last]
 
 
 def strip(frames: Sequence[np.ndarray] | np.ndarray, count: int) -> np.ndarray:
@@ -73,27 +248,3 @@ def write_png(path: str | Path, image: np.ndarray) -> None:
         OSError: If the file cannot be written.
     """
     iio.imwrite(Path(path), np.asarray(image, dtype=np.uint8), extension=".png")
-
-
-def gif_bytes(frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> bytes:
-    """An endlessly looping animated GIF of ``frames`` at ``fps`` (what TensorBoard shows as video).
-
-    Raises:
-        ValueError: If there are no frames or ``fps`` is not positive.
-    """
-    _check_clip("gif", frames, fps)
-    stacked = np.stack([np.asarray(frame, dtype=np.uint8) for frame in frames])
-    return iio.imwrite("<bytes>", stacked, extension=".gif", duration=1000.0 / fps, loop=0)
-
-
-def write_gif(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: float) -> None:
-    """Write :func:`gif_bytes` of ``frames`` to ``path`` (the GIFs a README shows).
-
-    Raises:
-        ValueError: If there are no frames or ``fps`` is not positive.
-        OSError: If the file cannot be written (a half-written one is removed).
-    """
-    data = gif_bytes(frames, fps)
-    path = Path(path)
-    with _removed_on_failure(path):
-        path.write_bytes(data)
