@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import unilab_lit
@@ -83,6 +84,11 @@ def launcher_parser(prog: str, description: str, log_dir_default: str) -> argpar
         "--log_dir", default=None, help=f"save_dir of the runs (default: {log_dir_default})"
     )
     return parser
+
+
+def fit_argv(config: str) -> list[str]:
+    """``python -m unilab_lit fit --config <config>`` in this interpreter: one launched fit."""
+    return [sys.executable, "-m", "unilab_lit", "fit", "--config", config]
 
 
 def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from unilab_lit.app.cli_io import launcher_parser, split_passthrough
+from unilab_lit.app.cli_io import fit_argv, launcher_parser, split_passthrough
 
 DEFAULT_TAGS = ("Train/mean_reward",)
 
@@ -69,12 +69,7 @@ def spread(tag: str, by_seed: dict[int, float | None]) -> str:
 def fit_command(config: str, seed: int, log_dir: Path, extra: Sequence[str]) -> list[str]:
     """The ``fit`` of one seed: both seeds set, its logger writing under ``log_dir``."""
     return [
-        sys.executable,
-        "-m",
-        "unilab_lit",
-        "fit",
-        "--config",
-        config,
+        *fit_argv(config),
         f"--seed_everything={seed}",
         f"--data.init_args.collector.seed={seed}",
         f"--trainer.logger.init_args.save_dir={log_dir}",

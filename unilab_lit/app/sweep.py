@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from unilab_lit.app.cli_io import launcher_parser, split_passthrough
+from unilab_lit.app.cli_io import fit_argv, launcher_parser, split_passthrough
 
 _SPACE_KEYS = {"monitor", "direction", "epoch", "n_startup_trials", "n_warmup_epochs", "parameters"}
 
@@ -111,12 +111,7 @@ def trial_command(
     """The fit of one trial: its values as overrides, its pruning callback, its run directory."""
     epoch = [] if space["epoch"] is None else [f"--trainer.limit_train_batches={space['epoch']}"]
     return [
-        sys.executable,
-        "-m",
-        "unilab_lit",
-        "fit",
-        "--config",
-        config,
+        *fit_argv(config),
         *(f"--{key}={json.dumps(value)}" for key, value in values.items()),
         *epoch,
         f"--trainer.logger.init_args.save_dir={log_dir}",
