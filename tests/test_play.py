@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import gc
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import weakref
 
 import imageio.v2 as imageio
@@ -66,6 +69,48 @@ def test_play_writes_a_gif_of_every_kth_step_up_to_max_frames(
     # Real time / stride: a frame stands for `stride` control steps of 0.02 s.
     assert iio.immeta(out)["duration"] == 20 * int(stride)
     assert f"({expected} frames recorded)" in capsys.readouterr().out
+
+
+def _play_cartpole_video(run_dir, out, episodes: int) -> list[str]:
+    """`python -m unilab_lit.app.play` of one env of the cart-pole run into the video `out`."""
+    return [
+        sys.executable, "-m", "unilab_lit.app.play",
+        "--ckpt_path", "last", "--run_dir", str(run_dir),
+        "--num_envs", "1", "--episodes", str(episodes),
+        "--video", str(out), "--width", "48", "--height", "32",
+    ]  # fmt: skip
+
+
+def test_play_killed_mid_clip_leaves_no_clip_and_the_next_play_removes_its_partial_file(
+    appo_cartpole_run, tmp_path
+):
+    """SIGKILL of the whole process group (play and its ffmpeg) while the clip is half encoded:
+    no file appears under the clip's name, only the hidden pid-named partial one, which the
+    next play into the same directory removes before it writes the whole clip."""
+    out = tmp_path / "clip.mp4"
+    player = subprocess.Popen(
+        _play_cartpole_video(appo_cartpole_run, out, episodes=50),
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.stat().st_size for p in tmp_path.glob(".clip.mp4.*.partial")):
+            assert player.poll() is None, "play ended before it was killed"
+            assert time.monotonic() < deadline, "play never started its clip"
+            time.sleep(0.2)
+    finally:
+        os.killpg(player.pid, signal.SIGKILL)
+        player.wait(timeout=30)
+    (partial,) = tmp_path.glob(".clip.mp4.*.partial")
+    assert f".{player.pid}." in partial.name and not out.exists()
+
+    completed = subprocess.run(
+        _play_cartpole_video(appo_cartpole_run, out, episodes=1),
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert not partial.exists() and [p.name for p in tmp_path.iterdir()] == ["clip.mp4"]
+    assert len(iio.imread(out, index=None)) == EPISODE_STEPS // 5
 
 
 def test_play_streams_each_frame_to_every_file_as_it_is_rendered(

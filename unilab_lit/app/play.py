@@ -27,6 +27,7 @@ from unilab_lit.envs.policy_episodes import (
     policy_actions,
     run_episodes,
 )
+from unilab_lit.ipc.reclaim import remove_dead_writers_files
 from unilab_lit.telemetry import video
 from unilab_lit.validation import check_arg
 
@@ -232,6 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_frames=args.max_frames,
             camera=args.camera,
         )
+        # A play killed mid-clip left its hidden partial file (named with its pid) beside the clip.
+        for clip in {path.parent for path in (outputs.video, outputs.gif) if path is not None}:
+            remove_dead_writers_files(clip)
         run = load_trained_run(args.ckpt_path, args.run_dir, args.config)
         results = play(
             run,

@@ -9,22 +9,32 @@ a stream for a strip.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 import imageio.v3 as iio
 import imageio_ffmpeg
 import numpy as np
 from PIL import GifImagePlugin, Image
 
+from unilab_lit.checkpoint_io import partial_file
 from unilab_lit.validation import check_arg
 
 # libx264's yuv420p needs even sizes; imageio-ffmpeg resizes to a multiple of this (not 16,
 # its default, which would rescale a 640x480 frame).
 _MACRO_BLOCK = 2
 _SUFFIXES = (".mp4", ".gif")
+
+
+def _umask() -> int:
+    """The process's file-creation mask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class _Mp4Encoder:
@@ -38,6 +48,8 @@ class _Mp4Encoder:
             codec="libx264",
             macro_block_size=_MACRO_BLOCK,
             ffmpeg_log_level="error",
+            # The file is the clip's partial name, whose suffix tells ffmpeg nothing.
+            output_params=["-f", "mp4"],
         )
         self._frames.send(None)  # starts ffmpeg
 
@@ -51,10 +63,10 @@ class _Mp4Encoder:
 class _GifEncoder:
     """An endlessly looping GIF written frame by frame, each with its own 256-colour palette."""
 
-    def __init__(self, path: Path, fps: float) -> None:
+    def __init__(self, file: IO[bytes], fps: float) -> None:
         # GIF delays are in hundredths of a second.
         self._duration_ms = 10 * round(100.0 / fps)
-        self._file = path.open("wb")
+        self._file = file
         self._started = False
 
     def send(self, frame: np.ndarray) -> None:
@@ -77,9 +89,11 @@ class _GifEncoder:
 class ClipWriter:
     """An MP4 or GIF file that frames are streamed into, one at a time, as they are rendered.
 
-    The encoder starts with the first frame (which fixes the size). Use it as a context manager:
-    a block that fails, or a clip without frames, removes the file, so a failed write leaves no
-    half-written file behind.
+    The encoder starts with the first frame (which fixes the size) and writes into a hidden
+    :func:`~unilab_lit.checkpoint_io.partial_file` beside ``path``, renamed over ``path`` when
+    the clip is finished. Use it as a context manager: a block that fails, or a clip without
+    frames, removes the partial file and leaves ``path`` as it was; a killed writer's partial
+    file carries its pid (``unilab_lit.app.play`` removes dead writers' ones at its start).
 
     Args:
         path: Target file; ``.mp4`` (H.264) or ``.gif`` (endlessly looping).
@@ -100,6 +114,7 @@ class ClipWriter:
         self._suffix = suffix
         self._size: tuple[int, int] | None = None
         self._encoder: _Mp4Encoder | _GifEncoder | None = None
+        self._partial: Path | None = None
 
     def append(self, frame: np.ndarray) -> None:
         """Encode one ``[H, W, 3]`` uint8 frame (every frame has the first one's size).
@@ -121,14 +136,19 @@ class ClipWriter:
         """Finish the file (flushes ffmpeg and waits for it).
 
         Raises:
-            ValueError: If no frame was written (the file is removed).
-            OSError: If the encoder failed.
+            ValueError: If no frame was written (nothing is written).
+            OSError: If the encoder failed (the partial file is removed).
         """
         if self._encoder is None:
-            self.path.unlink(missing_ok=True)
             raise ValueError(f"ClipWriter: no frames to write to {self.path}")
         encoder, self._encoder = self._encoder, None
-        encoder.close()
+        try:
+            encoder.close()
+            # mkstemp made the partial file private (0600); a clip gets a new file's usual mode.
+            os.chmod(self._partial, 0o666 & ~_umask())
+            os.replace(self._partial, self.path)
+        finally:
+            self._discard_partial()
 
     def __enter__(self) -> ClipWriter:
         return self
@@ -140,27 +160,30 @@ class ClipWriter:
         traceback: TracebackType | None,
     ) -> None:
         if exc_type is None:
-            try:
-                self.close()
-            except BaseException:
-                self.path.unlink(missing_ok=True)
-                raise
+            self.close()
             return
         if self._encoder is not None:
             encoder, self._encoder = self._encoder, None
             # The block's own error is the one to raise, not the encoder's on the way out.
             with contextlib.suppress(Exception):
                 encoder.close()
-        self.path.unlink(missing_ok=True)
+        self._discard_partial()
 
     def _start(self, width: int, height: int) -> None:
         if not self.path.parent.is_dir():
             raise FileNotFoundError(f"ClipWriter: no directory {self.path.parent}")
+        file, self._partial = partial_file(self.path)
         if self._suffix == ".gif":
-            self._encoder = _GifEncoder(self.path, self.fps)
+            self._encoder = _GifEncoder(file, self.fps)
         else:
-            self._encoder = _Mp4Encoder(self.path, width, height, self.fps)
+            file.close()  # ffmpeg opens the path itself
+            self._encoder = _Mp4Encoder(self._partial, width, height, self.fps)
         self._size = (width, height)
+
+    def _discard_partial(self) -> None:
+        if self._partial is not None:
+            self._partial.unlink(missing_ok=True)
+            self._partial = None
 
 
 def write_clip(path: str | Path, frames: Iterable[np.ndarray], fps: float) -> int:
