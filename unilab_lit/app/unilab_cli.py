@@ -312,6 +312,8 @@ class UnilabCLI(LightningCLI):
             )
         except SIGTERMException:
             log.warning("stopped by a termination signal; exit status %d", SIGTERM_EXIT_STATUS)
+            # Every rank agreed on the stop and wrote its part: the same exit as a normal end's.
+            distributed.leave_process_group()
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
         except (
             MemoryBudgetError,
