@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -14,7 +13,8 @@ import pytest
 import yaml
 
 from callbacks import ObsNormSync, WeightSync
-from tests.conftest import REPO, processes_with_mark
+from tests.conftest import REPO
+from tests.journeys.cli_runs import assert_no_leftovers
 from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.ipc import list_segments
 
@@ -58,15 +58,6 @@ def run_cli(
         return CliRun(proc.pid, proc.returncode, stdout, stderr)
 
 
-def assert_no_leftovers(run: CliRun, mark: str) -> None:
-    """No process of the run is alive and no segment it created is left in /dev/shm."""
-    deadline = time.monotonic() + 5
-    while processes_with_mark(mark) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with_mark(mark) == [], "processes of the run outlived it"
-    assert list_segments(run.pid) == [], "shared memory left in /dev/shm"
-
-
 def assert_smoke_fit(
     config: str, overrides: list[str], tmp_path: Path, marked_env: tuple[dict[str, str], str]
 ) -> CliRun:
@@ -93,21 +84,6 @@ def assert_smoke_fit(
     return result
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        "configs/appo.yaml",
-        "configs/appo_halfcheetah.yaml",
-        "configs/appo_hopper.yaml",
-        "configs/appo_ant.yaml",
-        "configs/appo_quadruped.yaml",
-        "configs/appo_quadruped_2core.yaml",
-    ],
-)
-def test_appo_config_fit_writes_checkpoint_and_events_without_leaks(config, tmp_path, marked_env):
-    assert_smoke_fit(config, SMOKE_OVERRIDES, tmp_path, marked_env)
-
-
 def _appo_config_with(tmp_path, extra_callbacks: list[dict]) -> str:
     config = yaml.safe_load((REPO / "configs" / "appo.yaml").read_text())
     config["trainer"]["callbacks"] += extra_callbacks
@@ -117,8 +93,8 @@ def _appo_config_with(tmp_path, extra_callbacks: list[dict]) -> str:
 
 
 def test_shipped_configs_leave_the_sync_callbacks_to_the_data_module():
-    # The data module adds WeightSync / ObsNormSync (data.base.with_publishers); the smoke
-    # fits above therefore train with the ones it adds.
+    # The data module adds WeightSync / ObsNormSync (data.base.with_publishers); the shipped
+    # configs' journeys (tests/journeys/test_configs.py) therefore train with the ones it adds.
     for path in sorted((REPO / "configs").glob("*.yaml")):
         callbacks = yaml.safe_load(path.read_text())["trainer"].get("callbacks", [])
         listed = {callback["class_path"] for callback in callbacks}
@@ -141,7 +117,7 @@ def cli_output(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """What ``cli.py args`` prints before it exits 0 without a run (help, ``--print_config``).
 
     In this process: parsing starts nothing, and a subprocess would add only its interpreter and
-    Lightning start-up (seconds each); the smoke fits above run ``cli.py`` itself.
+    Lightning start-up (seconds each); the configs' journeys (tests/journeys) run ``cli.py`` itself.
     """
     with pytest.raises(SystemExit) as exited:
         UnilabCLI(args=args)
@@ -313,8 +289,8 @@ def test_help_offers_only_fit_whose_smoke_fit_runs_and_no_optimizer_options(caps
     shown = cli_output(["--help"], capsys)
     assert "APPO" in shown and "RolloutDataModule" in shown
     (listed,) = re.findall(r"\{([\w,]+)\}", shown.split("\n")[0])
-    # Every subcommand offered runs: fit is the only one, and the smoke fit of configs/appo.yaml
-    # (test_appo_config_fit_writes_checkpoint_and_events_without_leaks) runs it through cli.py.
+    # Every subcommand offered runs: fit is the only one, and each shipped config's journey
+    # (tests/journeys/test_configs.py) runs it through cli.py.
     assert listed.split(",") == ["fit"]
     options = cli_output(["fit", "--help"], capsys)
     assert "--trainer.max_steps" in options

@@ -1,5 +1,5 @@
-"""CLI tests for the off-policy configs: ``cli.py`` as a real subprocess per config; the GPU
-configs' ``--print_config`` in-process."""
+"""The off-policy GPU configs' ``--print_config`` in-process; each 2-core config's fit, resume,
+play and export journey is in ``tests/journeys/test_configs.py``."""
 
 from __future__ import annotations
 
@@ -7,25 +7,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.test_cli import assert_smoke_fit, cli_output
-
-# A few iterations on a few envs; learning_starts=2 keeps the warm-up short.
-SMOKE_OVERRIDES = [
-    "--trainer.max_steps=3",
-    "--trainer.enable_progress_bar=false",
-    "--data.init_args.collector.num_envs=4",
-    "--data.init_args.batch_size=16",
-    "--data.init_args.learning_starts=2",
-]
-
-
-@pytest.mark.parametrize(
-    "config", ["configs/fast_td3.yaml", "configs/fast_sac.yaml", "configs/fast_sac_humanoid.yaml"]
-)
-def test_offpolicy_config_fit_writes_checkpoint_and_events_without_leaks(
-    config, tmp_path, marked_env
-):
-    assert_smoke_fit(config, SMOKE_OVERRIDES, tmp_path, marked_env)
+from tests.test_cli import cli_output
 
 
 @pytest.mark.parametrize(
