@@ -18,7 +18,6 @@ from appo_batches import (
     M,
     RandomBatches,
     T,
-    random_batch,
     small_appo,
 )
 from lightning.pytorch import Callback
@@ -188,48 +187,6 @@ def test_trainer_counts_iterations_adapts_lr_updates_normalizers_and_skips_nonfi
         metrics.LEARNING_RATE,
     ):
         assert math.isfinite(float(rows[-1][key])), key
-
-
-class ActedByTheLearnersPolicy(IterableDataset):
-    """Items at lag 0 whose actions and log-probabilities the module's own actor gave, on
-    observations normalised with the module's statistics, as a collector holding its newest
-    weights and statistics acts (the statistics drift: the observations are far from (0, 1))."""
-
-    def __init__(self, model: APPO) -> None:
-        self.model = model
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(0)
-        for iteration in range(100):
-            batch = random_batch(g, iteration)
-            batch["obs"] = batch["obs"] * (1 + iteration) + 3.0 * iteration
-            batch["fresh"] = torch.ones_like(batch["fresh"])
-            batch["policy_version"] = torch.full_like(batch["policy_version"], iteration)
-            with torch.no_grad():
-                normalized = self.model.obs_normalizer(batch["obs"])
-                dist = self.model.actor.distribution(normalized)
-                batch["actions"] = dist.sample()
-                batch["log_prob"] = dist.log_prob(batch["actions"]).sum(-1)
-            yield batch
-
-
-def test_lag_0_item_is_normalised_with_the_statistics_it_was_acted_with_so_rho_is_1(tmp_path):
-    # The fresh columns enter the statistics after the item is prepared: with the statistics
-    # updated first, ρ would differ from 1 at lag 0 and V-trace would cut traces of on-policy data.
-    torch.manual_seed(0)
-    model = small_appo()
-    steps = 4
-    trainer = make_trainer(tmp_path, steps, logger=CSVLogger(tmp_path, name="csv"))
-    trainer.fit(model, train_dataloaders=loader(ActedByTheLearnersPolicy(model)))
-    with open(Path(trainer.logger.log_dir) / "metrics.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == steps
-    assert int(model.obs_normalizer.count) == steps * T * M
-    for row in rows:
-        assert float(row[metrics.POLICY_LAG]) == 0.0
-        assert float(row[metrics.RHO_CLIP_FRACTION]) == 0.0
-        assert float(row[metrics.TRACE_CUT_FRACTION]) == 0.0
-        assert float(row[metrics.MEAN_TRACE_COEF]) == pytest.approx(1.0)
 
 
 def _nan_final_obs(i: int, batch: TensorDict) -> None:

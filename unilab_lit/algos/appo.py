@@ -234,16 +234,13 @@ class APPO(RLAlgorithm):
         logged: dict[str, torch.Tensor | float] = {}
         # Under DDP a non-finite batch on one rank skips the iteration on every rank.
         if distributed.all_ranks(all_finite(batch, _INPUT_KEYS)):
-            # The item is normalised with the statistics the collector held when it acted (at
-            # lag 0 the same), so ρ measures the policy's change alone; the fresh columns enter
-            # the statistics afterwards, for the next weights the collector receives. Only
-            # columns that arrived since the previous item: a rollout stays in the staging pool
-            # for several iterations and would otherwise be counted several times. Under DDP a
-            # rank without fresh columns still takes part in the normaliser's collective.
-            data, trace_terms = self._prepare(batch)
+            # Only columns that arrived since the previous item: a rollout stays in the staging
+            # pool for several iterations and would otherwise be counted several times. Under
+            # DDP a rank without fresh columns still takes part in the normaliser's collective.
             fresh = batch["fresh"]
             if bool(fresh.any()) or distributed.is_distributed():
                 self._update_normalizers(batch["obs"][fresh], batch["critic_obs"][fresh])
+            data, trace_terms = self._prepare(batch)
             logged.update(trace_terms)
             logged.update(self._optimize(data, fresh, iteration))
         else:
