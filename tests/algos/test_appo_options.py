@@ -16,7 +16,7 @@ from lightning.pytorch.loggers import CSVLogger
 from offpolicy_batches import loader, make_trainer
 
 from callbacks import StopCheckpoint
-from unilab_lit.algos import appo as appo_module
+from unilab_lit.algos import vtrace as vtrace_module
 from unilab_lit.algos.appo import APPO
 from unilab_lit.app.export import export_policy
 from unilab_lit.app.trained_run import TrainedRun
@@ -45,8 +45,9 @@ def test_value_statistics_are_those_of_the_fresh_vtrace_targets_and_the_loss_is_
         targets.append(out.vs[:, :N_ENVS].numpy().astype(np.float64))  # the fresh columns
         return out
 
-    appo_vtrace = appo_module.vtrace
-    monkeypatch.setattr(appo_module, "vtrace", recording_vtrace)
+    appo_vtrace = vtrace_module.vtrace
+    # APPO's V-trace of an item (item_vtrace) calls vtrace by its module's name.
+    monkeypatch.setattr(vtrace_module, "vtrace", recording_vtrace)
     torch.manual_seed(0)
     model = small_appo(value_normalization=mode, schedule="fixed")
     trainer = make_trainer(tmp_path, 4, logger=CSVLogger(tmp_path, name="csv"))

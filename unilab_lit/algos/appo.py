@@ -21,7 +21,7 @@ from unilab_lit.algos.functional import (
     polyak_update,
 )
 from unilab_lit.algos.lr_schedule import LearningRateSchedule, Schedule
-from unilab_lit.algos.vtrace import vtrace
+from unilab_lit.algos.vtrace import item_vtrace
 from unilab_lit.nn.policies import (
     Activation,
     GaussianActor,
@@ -282,14 +282,11 @@ class APPO(RLAlgorithm):
             final_values[truncated] = self.value_normalizer.denormalize(self.critic(final_obs))
         target = self.target_actor.distribution(obs)
         target_log_prob = target.log_prob(actions).sum(-1)
-        log_rhos = target_log_prob - batch["log_prob"]
-        returns = vtrace(
-            log_rhos,
-            batch["reward"],
+        returns, trace_terms = item_vtrace(
+            batch,
+            target_log_prob,
             values,
             bootstrap,
-            hp.gamma * (~batch["done"]).to(values.dtype),
-            truncated,
             final_values,
             gamma=hp.gamma,
             clip_rho_threshold=hp.clip_rho_threshold,
@@ -315,13 +312,6 @@ class APPO(RLAlgorithm):
             batch_size=batch.batch_size,
             device=batch.device,
         )
-        rhos = log_rhos.exp()
-        traces = rhos.clamp(max=hp.clip_c_threshold)
-        trace_terms = {
-            metrics.RHO_CLIP_FRACTION: (rhos > hp.clip_rho_threshold).float().mean(),
-            metrics.TRACE_CUT_FRACTION: (traces < 1.0).float().mean(),
-            metrics.MEAN_TRACE_COEF: hp.vtrace_lambda * traces.mean(),
-        }
         return data, trace_terms
 
     def _optimize(

@@ -1,11 +1,16 @@
-"""V-trace off-policy value targets and policy-gradient advantages (Espeholt et al. 2018)."""
+"""V-trace off-policy value targets and policy-gradient advantages (Espeholt et al. 2018).
+
+:func:`item_vtrace` runs :func:`vtrace` on one APPO rollout item and measures its trace cuts.
+"""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import torch
+from tensordict import TensorDictBase
 
+from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
 
@@ -119,3 +124,61 @@ def vtrace(
             next_vs = lambda_ * next_vs + (1.0 - lambda_) * next_values
         pg_advantages = clipped_rhos * (rewards + discounts * next_vs - values)
     return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
+
+
+def item_vtrace(
+    item: TensorDictBase,
+    target_log_prob: torch.Tensor,
+    values: torch.Tensor,
+    bootstrap_value: torch.Tensor,
+    final_values: torch.Tensor,
+    gamma: float,
+    clip_rho_threshold: float,
+    clip_c_threshold: float,
+    lambda_: float,
+) -> tuple[VTraceReturns, dict[str, torch.Tensor]]:
+    """:func:`vtrace` over one rollout item, and how far off-policy the item was.
+
+    The importance weights are ``π_target / μ`` of the item's actions (its ``log_prob`` is the
+    behaviour policy's), the discounts ``γ·(1 − done)``; ``reward`` and ``truncated`` enter as
+    they are.
+
+    Args:
+        item: A rollout item ``[T, M]`` with ``log_prob``, ``reward``, ``done`` and ``truncated``
+            (``unilab_lit.algos.appo.ROLLOUT_KEYS``).
+        target_log_prob: ``log π_target`` of the item's actions, ``[T, M]``.
+        values: ``V(x_t)``, in return units (as for :func:`vtrace`).
+        bootstrap_value: ``V(x_T)``, ``[M]``.
+        final_values: ``V(final_obs_t)``; read only where ``truncated``.
+        gamma: Discount factor.
+        clip_rho_threshold: ρ̄.
+        clip_c_threshold: c̄.
+        lambda_: λ in [0, 1].
+
+    Returns:
+        The :class:`VTraceReturns` and the trace diagnostics under their metric keys: the
+        fraction of ρ above ρ̄ (clipped), the fraction of traces ``min(c̄, ρ)`` below 1 (cut) and
+        the mean trace coefficient ``λ·min(c̄, ρ)``.
+    """
+    log_rhos = target_log_prob - item["log_prob"]
+    returns = vtrace(
+        log_rhos,
+        item["reward"],
+        values,
+        bootstrap_value,
+        gamma * (~item["done"]).to(values.dtype),
+        item["truncated"],
+        final_values,
+        gamma=gamma,
+        clip_rho_threshold=clip_rho_threshold,
+        clip_c_threshold=clip_c_threshold,
+        lambda_=lambda_,
+    )
+    rhos = log_rhos.exp()
+    traces = rhos.clamp(max=clip_c_threshold)
+    trace_terms = {
+        metrics.RHO_CLIP_FRACTION: (rhos > clip_rho_threshold).float().mean(),
+        metrics.TRACE_CUT_FRACTION: (traces < 1.0).float().mean(),
+        metrics.MEAN_TRACE_COEF: lambda_ * traces.mean(),
+    }
+    return returns, trace_terms

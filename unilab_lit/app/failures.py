@@ -1,5 +1,11 @@
 """One line for each known cause a run dies of; the full traceback goes to a file in the run directory.
 
+:func:`exit_line` is the CLI's mapping from the error that ended a run to the one line it exits
+with (status 1): errors whose own message is that line (a memory plan, a checkpoint write or a
+checkpoint that does not fit, the CPU, the replay sidecar, a model for another data module), a
+full disk, then :func:`cause_line`'s causes. :func:`config_error_line` does the same for a
+constructor's validation error.
+
 A collector that was killed, hung or raised, and a DDP rank that died, reach the learner as
 exceptions whose traceback (Lightning's loops, the collector's own, gloo's) buries the cause in
 its last line. :func:`cause_line` turns them into one line that names the cause and the file
@@ -9,8 +15,10 @@ that keeps the whole traceback; ``UNILAB_LIT_DEBUG=1`` shows the traceback inste
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -19,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from unilab_lit import distributed
+from unilab_lit.app.resume import CheckpointMismatchError
+from unilab_lit.checkpoint_io import CheckpointWriteError
 from unilab_lit.collector.process import CollectorError
+from unilab_lit.config_errors import PREFIX, with_key_path
+from unilab_lit.data.base import ModelDataMismatchError
+from unilab_lit.envs.robots.assets import RobotModelError
+from unilab_lit.ipc.block import UnsupportedCPUError
+from unilab_lit.ipc.budget import MemoryBudgetError
+from unilab_lit.ipc.replay_sidecar import ReplaySidecarError
 
 DEBUG_ENV = "UNILAB_LIT_DEBUG"
 # gloo's and NCCL's words for a peer that went away.
@@ -28,6 +44,56 @@ _PEER_GONE = re.compile(
 )
 # How long a dead peer rank may take to be reaped once its socket closed.
 _REAP_S = 2.0
+# Errors whose own message is the line a run ends with.
+_OWN_LINE = (
+    MemoryBudgetError,
+    CheckpointWriteError,
+    CheckpointMismatchError,
+    UnsupportedCPUError,
+    ReplaySidecarError,
+    ModelDataMismatchError,
+)
+
+
+def exit_line(err: Exception, trainer: Any | None) -> str | None:
+    """The one line a run that raised ``err`` exits with, or ``None`` for an unknown cause.
+
+    Args:
+        err: The exception that ended the run.
+        trainer: The run's trainer, if it exists (its loggers' directories name a full disk's
+            files and keep :func:`cause_line`'s traceback).
+
+    Returns:
+        ``error: <message>`` for the errors that carry their line and for a full disk, else
+        :func:`cause_line`'s line; ``None`` (the caller lets the traceback through) for another
+        ``OSError`` and for a cause :func:`cause_line` does not know.
+    """
+    if isinstance(err, _OWN_LINE):
+        return f"error: {err}"
+    if isinstance(err, OSError):
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return None
+        return f"error: {_disk_full(err, trainer)}"
+    return cause_line(err, trainer)
+
+
+def config_error_line(err: BaseException, config: Any) -> str:
+    """The one line for a constructor's validation error, which jsonargparse wraps in its report.
+
+    Args:
+        err: The error ``instantiate_classes`` raised; its root cause is the constructor's.
+        config: The parsed config of the subcommand (a ``Namespace``), for the key path of the
+            argument the message names.
+
+    Returns:
+        ``error: <message>`` for a robot model that is not there (the config is fine; the
+        message says how to get the files), else the config-error prefix, the message and the
+        argument's key path.
+    """
+    if isinstance(_root_error(err), RobotModelError):
+        return f"error: {_root_message(err)}"
+    key_paths = config.as_dict() if hasattr(config, "as_dict") else {}
+    return f"{PREFIX}{with_key_path(_root_message(err), key_paths)}"
 
 
 def cause_line(err: BaseException, trainer: Any | None) -> str | None:
@@ -47,6 +113,37 @@ def cause_line(err: BaseException, trainer: Any | None) -> str | None:
     if cause is None:
         return None
     return f"error: {cause} (full traceback in {_save_traceback(err, trainer)})"
+
+
+def _disk_full(err: OSError, trainer: Any | None) -> str:
+    """One line for a full disk outside the checkpoint writes (those name their file already):
+    the file if the error names one, else the loggers' directories (TensorBoard's writer thread
+    reports a failed write without its file)."""
+    if err.filename is not None:
+        where = [str(err.filename)]
+    else:
+        loggers = [] if trainer is None else trainer.loggers
+        where = [str(lg.log_dir) for lg in loggers if getattr(lg, "log_dir", None) is not None]
+    if not where:
+        return f"disk full: {err.strerror or err}"
+    existing = Path(where[0])
+    while not existing.exists():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    return f"disk full while writing {', '.join(where)} ({free} bytes free): {err.strerror or err}"
+
+
+def _root_error(err: BaseException) -> BaseException:
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
+def _root_message(err: BaseException) -> str:
+    err = _root_error(err)
+    if isinstance(err, KeyError) and err.args:
+        return str(err.args[0])
+    return str(err)
 
 
 def _collector_cause(err: BaseException) -> str | None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import importlib
 import logging
-import shutil
 import sys
 import time
 import warnings
@@ -13,7 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from jsonargparse import ActionConfigFile, Namespace
-from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero
@@ -27,10 +25,9 @@ from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.app.cli_io import find_config
-from unilab_lit.app.failures import cause_line
+from unilab_lit.app.failures import config_error_line, exit_line
 from unilab_lit.app.resume import (
     DATA_SIZES,
-    CheckpointMismatchError,
     check_checkpoint_matches,
     continue_run_directory,
     read_checkpoint,
@@ -38,24 +35,18 @@ from unilab_lit.app.resume import (
 )
 from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.task_overrides import with_task_overrides
-from unilab_lit.checkpoint_io import CheckpointWriteError
 from unilab_lit.config_errors import (
     PREFIX,
     check_override_order,
     check_yaml_files,
     config_files,
     summarize,
-    with_key_path,
 )
-from unilab_lit.data.base import ModelDataMismatchError
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.robots.assets import RobotModelError
 from unilab_lit.envs.spec import CRITIC, POLICY, EnvSpec
 from unilab_lit.envs.task_spec import TaskSpec
-from unilab_lit.ipc.block import UnsupportedCPUError
-from unilab_lit.ipc.budget import MemoryBudgetError
-from unilab_lit.ipc.replay_sidecar import ReplaySidecarError
 from unilab_lit.telemetry.loggers import ResumableCSVLogger
 
 log = logging.getLogger(__name__)
@@ -197,37 +188,6 @@ def add_default_callbacks(trainer: Namespace) -> None:
     trainer["callbacks"] = listed
 
 
-def _disk_full(err: OSError, trainer: Trainer | None) -> str:
-    """One line for a full disk outside the checkpoint writes (those name their file already):
-    the file if the error names one, else the loggers' directories (TensorBoard's writer thread
-    reports a failed write without its file)."""
-    if err.filename is not None:
-        where = [str(err.filename)]
-    else:
-        loggers = [] if trainer is None else trainer.loggers
-        where = [str(lg.log_dir) for lg in loggers if getattr(lg, "log_dir", None) is not None]
-    if not where:
-        return f"disk full: {err.strerror or err}"
-    existing = Path(where[0])
-    while not existing.exists():
-        existing = existing.parent
-    free = shutil.disk_usage(existing).free
-    return f"disk full while writing {', '.join(where)} ({free} bytes free): {err.strerror or err}"
-
-
-def _root_error(err: BaseException) -> BaseException:
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return err
-
-
-def _root_message(err: BaseException) -> str:
-    err = _root_error(err)
-    if isinstance(err, KeyError) and err.args:
-        return str(err.args[0])
-    return str(err)
-
-
 class _ConfigFile(ActionConfigFile):
     """``--config``: a file, or the name of a shipped config (:func:`~unilab_lit.app.cli_io.find_config`)."""
 
@@ -315,20 +275,9 @@ class UnilabCLI(LightningCLI):
             # Every rank agreed on the stop and wrote its part: the same exit as a normal end's.
             distributed.leave_process_group()
             raise SystemExit(SIGTERM_EXIT_STATUS) from None
-        except (
-            MemoryBudgetError,
-            CheckpointWriteError,
-            UnsupportedCPUError,
-            ReplaySidecarError,
-            ModelDataMismatchError,
-        ) as err:
-            raise SystemExit(f"error: {err}") from None
-        except OSError as err:
-            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            raise SystemExit(f"error: {_disk_full(err, getattr(self, 'trainer', None))}") from None
         except Exception as err:
-            line = cause_line(err, getattr(self, "trainer", None))
+            # A known cause (a checkpoint that does not fit among them) ends in one line.
+            line = exit_line(err, getattr(self, "trainer", None))
             if line is None:
                 raise
             raise SystemExit(line) from None
@@ -378,15 +327,9 @@ class UnilabCLI(LightningCLI):
         try:
             super().instantiate_classes()
         except (ValueError, KeyError, TypeError, RobotModelError) as err:
-            if isinstance(_root_error(err), RobotModelError):
-                # The config is fine; the model files are not there (the message says how).
-                raise SystemExit(f"error: {_root_message(err)}") from None
-            raise SystemExit(f"{PREFIX}{self._with_key_path(_root_message(err))}") from None
+            config = self.config.get(self.subcommand) if self.subcommand else self.config
+            raise SystemExit(config_error_line(err, config)) from None
         self._count_global_steps_in_progress_bar()
-
-    def _with_key_path(self, message: str) -> str:
-        config = self.config.get(self.subcommand) if self.subcommand else self.config
-        return with_key_path(message, config.as_dict() if hasattr(config, "as_dict") else {})
 
     def _count_global_steps_in_progress_bar(self) -> None:
         # Lightning's default bar (added when no progress bar is configured) counts the epoch's
@@ -413,10 +356,7 @@ class UnilabCLI(LightningCLI):
         path, checkpoint = self._resume_from
         expected: dict[str, Any] = {key: self.model.hparams.get(key) for key in _LINKED_SIZES}
         expected["world size"] = self.trainer.world_size
-        try:
-            check_checkpoint_matches(path, checkpoint, expected)
-        except CheckpointMismatchError as err:
-            raise SystemExit(f"error: {err}") from None
+        check_checkpoint_matches(path, checkpoint, expected)
 
     def after_fit(self) -> None:
         """Log one summary of the run: how far it got, its returns, where it wrote, what next.
@@ -432,21 +372,20 @@ class UnilabCLI(LightningCLI):
 
     def _refuse_other_run(self, fit_config: Any) -> None:
         """Refuse a checkpoint of another model class or task, before LightningCLI would load
-        the checkpoint's hyper-parameters (and with them its model class) into the config."""
-        try:
-            path = resolve_checkpoint(fit_config)
-            if path is None:
-                return
-            checkpoint = read_checkpoint(path)
-            data_args = fit_config.data.get("init_args") if fit_config.get("data") else None
-            expected = {"model class": fit_config.model.get("class_path"), "task": None}
-            if data_args is not None:
-                task = data_args.get("collector.task")
-                expected["task"] = None if task is None else TaskSpec.of(task).class_path
-                expected.update({name: data_args.get(key) for name, key in DATA_SIZES.items()})
-            check_checkpoint_matches(path, checkpoint, expected)
-        except CheckpointMismatchError as err:
-            raise SystemExit(f"error: {err}") from None
+        the checkpoint's hyper-parameters (and with them its model class) into the config.
+
+        The ``CheckpointMismatchError`` ends the run in one line (``failures.exit_line``)."""
+        path = resolve_checkpoint(fit_config)
+        if path is None:
+            return
+        checkpoint = read_checkpoint(path)
+        data_args = fit_config.data.get("init_args") if fit_config.get("data") else None
+        expected = {"model class": fit_config.model.get("class_path"), "task": None}
+        if data_args is not None:
+            task = data_args.get("collector.task")
+            expected["task"] = None if task is None else TaskSpec.of(task).class_path
+            expected.update({name: data_args.get(key) for name, key in DATA_SIZES.items()})
+        check_checkpoint_matches(path, checkpoint, expected)
         self._resume_from = (path, checkpoint)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
