@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import pytest
 
 from unilab_lit.envs import make_env
+from unilab_lit.envs.render import BatchFrameRenderer
 
 # One task per kind: our own MJCF, gymnasium's MJCF, a model without cameras, the adapter.
 TASKS = [
@@ -76,3 +78,19 @@ def test_render_draws_the_floor_under_a_walker_past_the_planes_edge():
     floor = frames[:, 48:]  # the bottom quarter, below the walker
     # The checker shows in both (a grey void past the edge has a std of ~9).
     assert (floor.std(axis=(1, 2, 3)) > 40.0).all(), floor.std(axis=(1, 2, 3))
+
+
+def test_frames_are_drawn_without_shadows_and_reflections():
+    # Under software GL they cost three quarters of a frame (docs/play.md).
+    env = make_env("QuadrupedJoystick", 1, seed=0)
+    try:
+        env.reset(seed=0)
+        renderer = BatchFrameRenderer(env._model, env.batch, 96, 64)
+        frame = renderer.render([0])
+        flags = renderer._renderer.scene.flags
+        renderer.close()
+    finally:
+        env.close()
+    assert not flags[mujoco.mjtRndFlag.mjRND_SHADOW]
+    assert not flags[mujoco.mjtRndFlag.mjRND_REFLECTION]
+    assert frame.std() > 1.0, "a blank frame"

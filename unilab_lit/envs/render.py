@@ -63,6 +63,11 @@ class BatchFrameRenderer:
                 "install EGL (apt-get install libegl1 libgl1-mesa-dri) or OSMesa (libosmesa6) "
                 "and set MUJOCO_GL=egl or MUJOCO_GL=osmesa"
             ) from err
+        # Under software GL (Mesa's llvmpipe, the 2-core machine's only GL) shadows and
+        # reflections cost three quarters of a frame: a 320x240 Go1 frame took 0.65 s of wall
+        # clock with them and 0.15 s without (bench: docs/play.md). Frames are drawn without.
+        for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION):
+            self._renderer.scene.flags[flag] = False
 
     def render(self, env_ids: Sequence[int]) -> np.ndarray:
         """Frames ``[len(env_ids), height, width, 3]`` (uint8) of the simulations' current state."""
