@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 import yaml
 
 from callbacks import ObsNormSync, WeightSync
 from tests.conftest import REPO
-from tests.journeys.cli_runs import assert_no_leftovers
+from tests.journeys.cli_runs import Done, assert_no_leftovers, finish
 from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.ipc import list_segments
 
-
-class CliRun(NamedTuple):
-    pid: int
-    returncode: int
-    stdout: str
-    stderr: str
+# A finished ``cli.py`` run (pid, exit status, output), as the journeys' helpers return it.
+CliRun = Done
 
 
 SMOKE_OVERRIDES = [
@@ -42,20 +36,7 @@ def run_cli(
 ) -> CliRun:
     """Run ``cli.py`` (or another ``script``: a path, or ``-c`` and code) to completion; the pid
     lets a test find the segments it created."""
-    with subprocess.Popen(
-        [sys.executable, *script, *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
-        return CliRun(proc.pid, proc.returncode, stdout, stderr)
+    return finish([sys.executable, *script, *args], REPO, env, timeout)
 
 
 def assert_smoke_fit(

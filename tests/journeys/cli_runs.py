@@ -34,22 +34,23 @@ def user_env(mark: str | None = None) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], cwd: Path, timeout: float = TIMEOUT_S, mark: str | None = None) -> Done:
-    """``python <args>`` in ``cwd`` to its end, output captured as text."""
+def finish(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> Done:
+    """Run ``argv`` in ``cwd`` to its end, output captured as text; one past ``timeout`` is
+    killed and its output returned (its exit status then says so)."""
     with subprocess.Popen(
-        [sys.executable, *args],
-        cwd=cwd,
-        env=user_env(mark),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise
+            stdout, stderr = proc.communicate()
     return Done(proc.pid, proc.returncode, stdout, stderr)
+
+
+def run(args: list[str], cwd: Path, timeout: float = TIMEOUT_S, mark: str | None = None) -> Done:
+    """``python <args>`` in ``cwd`` as a user's shell runs it."""
+    return finish([sys.executable, *args], cwd, user_env(mark), timeout)
 
 
 def fit(config: str, cwd: Path, *extra: str, mark: str | None = None) -> Done:
