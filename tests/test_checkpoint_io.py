@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import os
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +78,27 @@ def test_atomic_save_writes_a_loadable_file_and_no_temporary(tmp_path):
     AtomicCheckpointIO().save_checkpoint({"global_step": 3, "w": torch.ones(4)}, target)
     assert torch.load(target, weights_only=True)["global_step"] == 3
     assert [path.name for path in target.parent.iterdir()] == ["step=3.ckpt"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077], ids=["umask022", "umask077"])
+def test_checkpoints_of_a_fit_get_a_new_files_mode_under_the_umask(tmp_path, umask):
+    # As Lightning's own write (open()) would make them, not mkstemp's private 0600: a run
+    # directory shared with a group stays readable by it.
+    before = os.umask(umask)
+    try:
+        trainer = Trainer(
+            max_steps=2,
+            callbacks=[StopCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_last=True)],
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        trainer.fit(BoringModel())
+    finally:
+        os.umask(before)
+    written = sorted(tmp_path.glob("*.ckpt"))
+    assert [path.name for path in written] == ["last.ckpt", "step=2.ckpt"]
+    assert {stat.S_IMODE(path.stat().st_mode) for path in written} == {0o666 & ~umask}
 
 
 def test_atomic_save_over_an_existing_checkpoint_replaces_it_whole(tmp_path):

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -115,6 +116,12 @@ def test_play_and_export_rebuild_the_example_task_from_the_checkpoint(reacher_ru
         tmp_path,
     )
     assert exported.returncode == 0, exported.stderr[-2000:]
+    # The fit's checkpoint and both exported files carry a new file's usual mode (this process's
+    # umask, which the subprocesses inherited), not mkstemp's private 0600.
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for path in (checkpoint, tmp_path / "policy.onnx", tmp_path / "policy.pt2"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
     extra = {"metadata.json": ""}
     torch.export.load(tmp_path / "policy.pt2", extra_files=extra)
     metadata = json.loads(extra["metadata.json"])

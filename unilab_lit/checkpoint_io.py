@@ -32,12 +32,21 @@ def partial_file(target: Path) -> tuple[IO[bytes], Path]:
 
     Its name carries this process's pid (``.<target name>.<pid>.<random>.partial``), so that
     :func:`unilab_lit.ipc.reclaim.remove_dead_writers_files` tells a killed writer's leftover
-    from a live one's.
+    from a live one's. Its mode is a new file's usual one (``0o666`` less the umask), not
+    ``mkstemp``'s private ``0o600``: the renamed file is readable as ``open()`` would have made it.
     """
     descriptor, name = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX
     )
+    os.fchmod(descriptor, 0o666 & ~_umask())
     return os.fdopen(descriptor, "wb"), Path(name)
+
+
+def _umask() -> int:
+    """The process's file-creation mask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def partial_file_pid(name: str) -> int | None:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +28,7 @@ from torch import nn
 
 from unilab_lit.app.cli_io import OutputError, check_output, checkpoint_parser, one_line
 from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
+from unilab_lit.checkpoint_io import partial_file
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "actions"
@@ -129,10 +128,10 @@ def _write_onnx(policy: nn.Module, example: torch.Tensor, path: Path) -> None:
 
 @contextmanager
 def _temporary_next_to(target: Path) -> Iterator[Path]:
-    """A temporary file in ``target``'s directory, removed on exit unless renamed meanwhile."""
-    descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    os.close(descriptor)
-    path = Path(name)
+    """A :func:`~unilab_lit.checkpoint_io.partial_file` beside ``target``, removed on exit unless
+    renamed meanwhile."""
+    file, path = partial_file(target)
+    file.close()
     try:
         yield path
     finally:

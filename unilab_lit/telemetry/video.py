@@ -30,13 +30,6 @@ _MACRO_BLOCK = 2
 _SUFFIXES = (".mp4", ".gif")
 
 
-def _umask() -> int:
-    """The process's file-creation mask (reading it means setting it; it is set straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 class _Mp4Encoder:
     """H.264 through an ffmpeg process; each frame goes down its pipe."""
 
@@ -144,8 +137,6 @@ class ClipWriter:
         encoder, self._encoder = self._encoder, None
         try:
             encoder.close()
-            # mkstemp made the partial file private (0600); a clip gets a new file's usual mode.
-            os.chmod(self._partial, 0o666 & ~_umask())
             os.replace(self._partial, self.path)
         finally:
             self._discard_partial()
