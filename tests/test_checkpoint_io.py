@@ -88,7 +88,7 @@ def test_checkpoints_of_a_fit_get_a_new_files_mode_under_the_umask(tmp_path, uma
     try:
         trainer = Trainer(
             max_steps=2,
-            callbacks=[StopCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_last=True)],
+            callbacks=[StopCheckpoint(dirpath=tmp_path, save_last=True)],
             logger=False,
             enable_progress_bar=False,
             enable_model_summary=False,
