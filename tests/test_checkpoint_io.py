@@ -152,3 +152,20 @@ def test_stop_checkpoint_installs_atomic_writes_but_keeps_a_users_own_plugin(tmp
 
     assert type(fitted().strategy.checkpoint_io) is AtomicCheckpointIO
     assert type(fitted(plugins=[_OwnIO()]).strategy.checkpoint_io) is _OwnIO
+
+
+def test_partial_files_read_the_umask_without_setting_it(tmp_path, monkeypatch):
+    # Setting the umask to read it would race with files other threads create meanwhile.
+    before = os.umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", _refuse_umask)
+        handle, path = checkpoint_io.partial_file(tmp_path / "step=1.ckpt")
+        handle.close()
+    finally:
+        monkeypatch.undo()
+        os.umask(before)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def _refuse_umask(mask: int) -> int:
+    raise AssertionError(f"os.umask({mask:#o}) called")

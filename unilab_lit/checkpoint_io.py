@@ -43,7 +43,18 @@ def partial_file(target: Path) -> tuple[IO[bytes], Path]:
 
 
 def _umask() -> int:
-    """The process's file-creation mask (reading it means setting it; it is set straight back)."""
+    """The process's file-creation mask, read from ``/proc`` without changing it (Linux).
+
+    Elsewhere reading it means setting it: it is set straight back, but a file another thread
+    creates in between gets the mask 0o022.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
