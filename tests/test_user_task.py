@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.envs.policy_episodes import run_episodes
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics
@@ -186,12 +187,22 @@ def test_example_task_trains_with_fast_sac_by_its_class_path(tmp_path):
     ],
     ids=["misspelled", "mistyped", "not-importable", "not-a-task"],
 )
-def test_bad_task_ends_in_one_line_before_anything_starts(tmp_path, task, message):
-    result = _fit(tmp_path, f"--data.init_args.collector.task={task}")
+def test_bad_task_is_refused_in_one_line_naming_it(task, message):
+    # What the CLI raises in this process; the next test runs a refused cli.py end to end.
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(args=["fit", "--config", str(CONFIG), f"--data.init_args.collector.task={task}"])
+    line = refused.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert line.startswith("error: invalid config: ") and message in line
+
+
+def test_bad_task_ends_cli_py_in_one_line_before_anything_starts(tmp_path):
+    result = _fit(tmp_path, "--data.init_args.collector.task=my_robots.Robot")
     assert result.returncode != 0
     # One line and nothing else: no seed set, no collector, no run directory.
     assert result.stderr.strip().splitlines() == [result.stderr.strip()], result.stderr
-    assert result.stderr.startswith("error: invalid config: ") and message in result.stderr
+    assert result.stderr.startswith("error: invalid config: ")
+    assert "task 'my_robots.Robot' cannot be imported" in result.stderr
     assert not (tmp_path / "runs").exists()
 
 

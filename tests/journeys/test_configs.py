@@ -25,35 +25,45 @@ OFFPOLICY_SIZES = (
     "--data.init_args.batch_size=16",
     "--data.init_args.learning_starts=2",
 )
-# (config, its shrunk sizes, whether it needs the fetched robot models)
+# (config, its shrunk sizes, whether it needs the fetched robot models, marks)
+_SLOW = [pytest.mark.slow]
 CONFIGS = [
-    pytest.param("appo.yaml", APPO_SIZES, False, id="appo"),
-    pytest.param("appo_halfcheetah.yaml", APPO_SIZES, False, id="appo_halfcheetah"),
+    ("appo.yaml", APPO_SIZES, False, []),
+    # Whole journey slow, its fit by default (see FIT_ONLY): as appo.yaml's.
+    ("appo_halfcheetah.yaml", APPO_SIZES, False, _SLOW),
     # Slow (pytest -m slow), to keep CI's default run within its 30 minutes on 2 cores: each has
     # the same structure (algorithm, callbacks, logger, checkpoint settings) as a config that runs
     # by default: hopper and ant as appo_halfcheetah (the same built-in MuJoCo task family),
     # appo_quadruped as appo_quadruped_2core (the same task, bigger sizes), fast_sac_humanoid as
     # fast_sac.
-    pytest.param("appo_hopper.yaml", APPO_SIZES, False, id="appo_hopper", marks=pytest.mark.slow),
-    pytest.param("appo_ant.yaml", APPO_SIZES, False, id="appo_ant", marks=pytest.mark.slow),
-    pytest.param(
-        "appo_quadruped.yaml", APPO_SIZES, False, id="appo_quadruped", marks=pytest.mark.slow
-    ),
-    pytest.param("appo_quadruped_2core.yaml", APPO_SIZES, False, id="appo_quadruped_2core"),
-    pytest.param("appo_go1.yaml", APPO_SIZES, True, id="appo_go1"),
+    ("appo_hopper.yaml", APPO_SIZES, False, _SLOW),
+    ("appo_ant.yaml", APPO_SIZES, False, _SLOW),
+    ("appo_quadruped.yaml", APPO_SIZES, False, _SLOW),
+    # Whole journey slow, its fit by default: as appo_go1.yaml's (a legged task, the same
+    # callbacks and checkpoint settings).
+    ("appo_quadruped_2core.yaml", APPO_SIZES, False, _SLOW),
+    ("appo_go1.yaml", APPO_SIZES, True, []),
     # Same task and settings as appo_go1.yaml; only the (shrunk) sizes differ.
-    pytest.param("appo_go1_gpu.yaml", APPO_SIZES, True, id="appo_go1_gpu", marks=pytest.mark.slow),
-    pytest.param("fast_td3.yaml", OFFPOLICY_SIZES, False, id="fast_td3"),
-    pytest.param("fast_sac.yaml", OFFPOLICY_SIZES, False, id="fast_sac"),
-    pytest.param(
-        "fast_sac_humanoid.yaml",
-        OFFPOLICY_SIZES,
-        False,
-        id="fast_sac_humanoid",
-        marks=pytest.mark.slow,
-    ),
-    pytest.param("fast_sac_g1.yaml", OFFPOLICY_SIZES, True, id="fast_sac_g1"),
+    ("appo_go1_gpu.yaml", APPO_SIZES, True, _SLOW),
+    ("fast_td3.yaml", OFFPOLICY_SIZES, False, []),
+    # Whole journey slow, its fit by default: as fast_sac_g1.yaml's (FastSAC, the same callbacks);
+    # its replay sidecar (RLCheckpoint save_replay) through fit, kill and resume: tests/faults/.
+    ("fast_sac.yaml", OFFPOLICY_SIZES, False, _SLOW),
+    ("fast_sac_humanoid.yaml", OFFPOLICY_SIZES, False, _SLOW),
+    ("fast_sac_g1.yaml", OFFPOLICY_SIZES, True, []),
 ]
+# Configs whose whole journey is slow but whose fit runs by default, so that every config with a
+# whole journey elsewhere still starts from the CLI in CI's default run.
+FIT_ONLY = ("appo_halfcheetah.yaml", "appo_quadruped_2core.yaml", "fast_sac.yaml")
+
+
+def _params(configs):
+    return [
+        pytest.param(config, sizes, robot, id=config.removesuffix(".yaml"), marks=marks)
+        for config, sizes, robot, marks in configs
+    ]
+
+
 FIRST_STEPS, RESUMED_STEPS = 2, 4
 
 
@@ -94,7 +104,7 @@ def _assert_exported_policy_is_the_checkpoints(cwd: Path, config: str) -> None:
     assert json.loads(extra[METADATA_FILE])["global_step"] == RESUMED_STEPS
 
 
-@pytest.mark.parametrize(("config", "sizes", "robot"), CONFIGS)
+@pytest.mark.parametrize(("config", "sizes", "robot"), _params(CONFIGS))
 def test_config_fits_resumes_plays_a_video_and_exports(config, sizes, robot, tmp_path, request):
     if robot:
         request.getfixturevalue("robot_models")
@@ -116,3 +126,19 @@ def test_config_fits_resumes_plays_a_video_and_exports(config, sizes, robot, tmp
     assert not list(tmp_path.glob(".*partial")), "a partial clip was left"
 
     _assert_exported_policy_is_the_checkpoints(tmp_path, config)
+
+
+@pytest.mark.parametrize(
+    ("config", "sizes", "robot"),
+    _params(
+        (config, sizes, robot, []) for config, sizes, robot, _ in CONFIGS if config in FIT_ONLY
+    ),
+)
+def test_config_fits_from_a_run_folder_with_a_checkpoint_and_events(
+    config, sizes, robot, tmp_path, request
+):
+    if robot:
+        request.getfixturevalue("robot_models")
+    _fit(config, tmp_path, sizes, f"--trainer.max_steps={FIRST_STEPS}")
+    assert _global_step(_newest_last_checkpoint(tmp_path)) == FIRST_STEPS
+    assert list((tmp_path / "runs").rglob("events.out.tfevents*")), "no TensorBoard events"
