@@ -15,7 +15,7 @@ from typing_extensions import override
 
 from unilab_lit import distributed
 from unilab_lit.collector.link import collector_link
-from unilab_lit.envs.spec import METRIC_PREFIX
+from unilab_lit.envs.spec import METRIC_PREFIX, REWARD_PREFIX, episode_log_key
 from unilab_lit.ipc.channel import EPISODES, TIMING
 from unilab_lit.telemetry import metrics as keys
 from unilab_lit.telemetry.log_schedule import loggers_write_this_step
@@ -23,7 +23,6 @@ from unilab_lit.validation import check_arg
 
 logger = logging.getLogger(__name__)
 
-_REWARD_PREFIX = "reward/"
 _PROG_BAR_KEYS = (keys.ENV_STEPS, keys.TOTAL_FPS, keys.MEAN_REWARD)
 
 
@@ -206,7 +205,7 @@ class EpisodeStatsMonitor(Callback):
         kind = message.get("kind")
         if kind == EPISODES:
             self._nonfinite_resets += int(message.get("nonfinite_resets", 0))
-            per_episode = (k for k in message if k.startswith((_REWARD_PREFIX, METRIC_PREFIX)))
+            per_episode = (k for k in message if k.startswith((REWARD_PREFIX, METRIC_PREFIX)))
             for name in ("return", "length", *per_episode):
                 series = self._episodes.setdefault(name, deque(maxlen=self.window))
                 series.extend(np.asarray(message[name], dtype=np.float64).ravel().tolist())
@@ -219,6 +218,4 @@ class EpisodeStatsMonitor(Callback):
             return keys.MEAN_REWARD
         if name == "length":
             return keys.MEAN_EPISODE_LENGTH
-        if name.startswith(METRIC_PREFIX):
-            return keys.episode_metric(name[len(METRIC_PREFIX) :])
-        return keys.episode_reward_term(name[len(_REWARD_PREFIX) :])
+        return episode_log_key(name)

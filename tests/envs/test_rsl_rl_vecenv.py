@@ -7,6 +7,7 @@ import pytest
 import torch
 from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensordict import TensorDict
 
 from unilab_lit.envs import make_env
@@ -89,8 +90,11 @@ def test_assigning_episode_length_buf_raises_naming_the_runner_flag() -> None:
     env.close()
 
 
-def test_on_policy_runner_trains_and_saves_through_the_adapter(tmp_path) -> None:
-    env = _adapter()
+def test_on_policy_runner_trains_saves_and_logs_episode_metrics_through_the_adapter(
+    tmp_path,
+) -> None:
+    # A task with per-episode metrics (tracking errors) and episodes shorter than a rollout.
+    env = RslRlVecEnv(make_env("QuadrupedJoystick", NUM_ENVS, seed=0, max_episode_steps=6), seed=0)
     train_cfg = {
         "num_steps_per_env": 8,
         "save_interval": 100,
@@ -109,3 +113,11 @@ def test_on_policy_runner_trains_and_saves_through_the_adapter(tmp_path) -> None
     assert runner.current_learning_iteration == 1
     assert (tmp_path / "model_1.pt").exists()
     env.close()
+    # rsl_rl's own TensorBoard holds the task's tracking errors and reward terms under our keys.
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for name in ("tracking_error_lin_vel", "tracking_error_ang_vel"):
+        values = [event.value for event in events.Scalars(metrics.episode_metric(name))]
+        assert len(values) == 2 and all(np.isfinite(values)) and min(values) > 0
+    assert metrics.episode_reward_term("tracking_lin_vel") in tags

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from unilab_lit.envs.spec import METRIC_PREFIX
+from unilab_lit.envs.spec import METRIC_PREFIX, REWARD_PREFIX
 
 # The totals' keys in an env's ``state_dict`` (flat, next to the env's own keys).
 _STATE_KEYS = ("length", "return", "term_sums", "metric_sums")
@@ -87,7 +87,7 @@ class EpisodeTotals:
             "env_ids": ids.astype(np.int64),
         }
         for column, term in enumerate(self.reward_terms):
-            episode[f"reward/{term}"] = self.term_sums[ids, column].astype(np.float32)
+            episode[REWARD_PREFIX + term] = self.term_sums[ids, column].astype(np.float32)
         # A finished episode has at least one step; the empty selection divides nothing.
         lengths = np.maximum(self.length[ids], 1)
         for column, name in enumerate(self.episode_metrics):

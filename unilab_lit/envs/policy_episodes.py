@@ -14,7 +14,7 @@ import torch
 from lightning.pytorch import LightningModule
 
 from unilab_lit.envs.base import BatchedMujocoEnv
-from unilab_lit.envs.spec import METRIC_PREFIX, POLICY
+from unilab_lit.envs.spec import METRIC_PREFIX, POLICY, REWARD_PREFIX
 from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 """Raw policy observations ``[N, obs_size]`` -> actions ``[N, action_size]``."""
-
-_REWARD_PREFIX = "reward/"
 
 
 def policy_actions(model: LightningModule, deterministic: bool = True) -> Act:
@@ -174,8 +172,8 @@ def run_episodes(
         returns.append(episode["return"][counted])
         lengths.append(episode["length"][counted])
         for key, value in episode.items():
-            if key.startswith(_REWARD_PREFIX):
-                terms.setdefault(key[len(_REWARD_PREFIX) :], []).append(value[counted])
+            if key.startswith(REWARD_PREFIX):
+                terms.setdefault(key[len(REWARD_PREFIX) :], []).append(value[counted])
             elif key.startswith(METRIC_PREFIX):
                 name = key[len(METRIC_PREFIX) :]
                 episode_metrics.setdefault(name, []).append(value[counted])

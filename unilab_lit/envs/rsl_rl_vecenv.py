@@ -15,9 +15,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from unilab_lit.envs.base import BatchedMujocoEnv
-from unilab_lit.telemetry import metrics
-
-_REWARD_PREFIX = "reward/"
+from unilab_lit.envs.spec import episode_log_key
 
 
 class RslRlVecEnv(VecEnv):
@@ -26,8 +24,10 @@ class RslRlVecEnv(VecEnv):
     Observations are a ``TensorDict`` of the env's groups (``"policy"``, ``"critic"``), so
     rsl_rl's ``obs_groups`` map onto them by name. ``step`` returns ``(obs, rewards, dones,
     extras)`` with ``dones = terminated | truncated`` (long), ``extras["time_outs"]`` the
-    truncations (rsl_rl bootstraps those) and ``extras["log"]`` the per-term episode sums of
-    the episodes that finished in this step, under the same keys our loggers use.
+    truncations (rsl_rl bootstraps those) and ``extras["log"]`` the per-term episode sums and
+    the per-episode metric means (``Episode/tracking_error_lin_vel``) of the episodes that
+    finished in this step, under the same keys our loggers use, so rsl_rl's TensorBoard shows
+    them too.
 
     The env staggers its first timeouts itself on reset, so rsl_rl's
     ``learn(init_at_random_ep_len=True)``, which assigns ``episode_length_buf``, is refused
@@ -103,8 +103,5 @@ class RslRlVecEnv(VecEnv):
     def _episode_log(self, episode: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         if len(episode["return"]) == 0:
             return {}
-        return {
-            metrics.episode_reward_term(name[len(_REWARD_PREFIX) :]): torch.from_numpy(value)
-            for name, value in episode.items()
-            if name.startswith(_REWARD_PREFIX)
-        }
+        logged = {episode_log_key(name): value for name, value in episode.items()}
+        return {key: torch.from_numpy(value) for key, value in logged.items() if key is not None}

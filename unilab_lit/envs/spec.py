@@ -9,14 +9,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from unilab_lit.envs.symmetry import MirrorSpec
+from unilab_lit.telemetry import metrics
 
 if TYPE_CHECKING:
     import mujoco
 
 POLICY = "policy"
 CRITIC = "critic"
-# Prefix of an episode-info key holding an episode's mean of one per-step metric.
+# Prefixes of the episode-info keys holding an episode's sum of one reward term and its mean of
+# one per-step metric (``info["episode"]``, see unilab_lit.envs.episodes.EpisodeTotals).
+REWARD_PREFIX = "reward/"
 METRIC_PREFIX = "metric/"
+
+
+def episode_log_key(name: str) -> str | None:
+    """The logged key of the episode-info entry ``name`` (``reward/<term>`` -> ``Episode/rew_<term>``,
+    ``metric/<name>`` -> ``Episode/<name>``); ``None`` for the others (return, length, env ids)."""
+    if name.startswith(REWARD_PREFIX):
+        return metrics.episode_reward_term(name[len(REWARD_PREFIX) :])
+    if name.startswith(METRIC_PREFIX):
+        return metrics.episode_metric(name[len(METRIC_PREFIX) :])
+    return None
 
 
 @dataclass(frozen=True)
