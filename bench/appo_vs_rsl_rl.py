@@ -15,7 +15,10 @@ config resolved by an untimed process before it (``rsl_rl_setup``), so its start
 rsl_rl script's: torch, rsl_rl and the env, no Lightning. The clock starts when
 training starts (``on_train_start`` / ``runner.learn``) and stops when the mean return of the
 last 100 finished episodes reaches ``--threshold`` (the window both loggers use), or after
-``--max-seconds``. Env-steps/s are env steps consumed by the learner per second over that time.
+``--max-seconds``. ``--metric`` watches one of the task's per-episode metrics instead, e.g. a
+joystick task's ``tracking_error_lin_vel`` with ``--below`` (the run ends when its mean over the
+last 100 episodes falls to the threshold): a return can be earned by standing still, a tracking
+error only by walking. Env-steps/s are env steps consumed by the learner per second over that time.
 Our episode statistics reach the learner in the collector's reports; the bench asks for one every
 ``REPORT_INTERVAL_S`` (0.1 s, the trainer's default is 1 s) and checks them after every learner
 iteration, so our time carries up to one report interval plus one iteration of delay that
@@ -32,6 +35,8 @@ The task can be anything a config names (a built-in name, ``{class_path, init_ar
 
     python bench/appo_vs_rsl_rl.py
     python bench/appo_vs_rsl_rl.py --threshold 150 --max-seconds 300 --seeds 0 1
+    python bench/appo_vs_rsl_rl.py --config configs/appo_go1.yaml --metric tracking_error_lin_vel \
+        --below --threshold 0.285 --max-seconds 1800   # half of standing still's 0.570 m/s
     python bench/appo_vs_rsl_rl.py --smoke      # both sides for a few seconds (CI)
 """
 
@@ -61,6 +66,20 @@ SIDES = ("ours", "rsl_rl")
 SETUP = "rsl_rl_setup"  # the untimed child that resolves the config for the rsl_rl side
 REPORT_INTERVAL_S = 0.1  # our collector's metrics reports, the grain of our episode statistics
 SMOKE_SECONDS = 3.0  # --smoke: each side trains this long
+RETURN = "return"  # --metric: the episode return; any other name is one of the task's metrics
+
+
+def reached(value: float, threshold: float, below: bool) -> bool:
+    """Whether the watched mean ``value`` has reached ``threshold`` (NaN, no episode yet: no)."""
+    return value <= threshold if below else value >= threshold
+
+
+def _check_metric(metric: str, episode_metrics: tuple[str, ...]) -> None:
+    if metric != RETURN and metric not in episode_metrics:
+        raise ValueError(
+            f"--metric {metric}: the task has no such per-episode metric; it has "
+            f"{', '.join((RETURN, *episode_metrics))}"
+        )
 
 
 def _cli(config: str, log_dir: str, seed: int, overrides: list[str]):
@@ -129,7 +148,7 @@ def _histogram(values: list[int]) -> dict[str, int]:
 
 def run_ours(
     config: str,
-    threshold: float,
+    goal: tuple[str, float, bool],
     max_seconds: float,
     seed: int,
     log_dir: str,
@@ -149,9 +168,11 @@ def run_ours(
         session.CollectorConfig, report_interval_s=REPORT_INTERVAL_S
     )
     averaged = (metrics.RHO_CLIP_FRACTION, metrics.TRACE_CUT_FRACTION, metrics.MEAN_TRACE_COEF)
+    metric, threshold, below = goal
+    watched = metrics.MEAN_REWARD if metric == RETURN else metrics.episode_metric(metric)
 
     class ThresholdStop(Callback):
-        """Stops fit when the logged mean return reaches ``threshold`` or time runs out."""
+        """Stops fit when the watched episode mean reaches ``threshold`` or time runs out."""
 
         def __init__(self) -> None:
             self.result: dict = {}
@@ -160,6 +181,7 @@ def run_ours(
             self.iteration_s: list[float] = []
 
         def on_train_start(self, trainer, pl_module) -> None:
+            _check_metric(metric, trainer.datamodule.env_spec.episode_metrics)
             self.began = self.last = time.perf_counter()
             self.steps0 = collector_link(trainer).feed.env_steps
             self.pool = trainer.datamodule.pool
@@ -184,26 +206,27 @@ def run_ours(
                 for key in averaged:
                     self.sums[key] += float(logged[key])
                 self.counted += 1
-            value = logged.get(metrics.MEAN_REWARD)
-            mean_return = float("nan") if value is None else float(value)
-            reached = mean_return >= threshold
-            if reached or elapsed >= max_seconds:
-                self._finish(trainer, pl_module, reached, elapsed, mean_return)
+            value = float(logged.get(watched, float("nan")))
+            done = reached(value, threshold, below)
+            if done or elapsed >= max_seconds:
+                self._finish(trainer, pl_module, done, elapsed, value)
                 trainer.should_stop = True
 
-        def _finish(self, trainer, pl_module, reached, elapsed, mean_return) -> None:
+        def _finish(self, trainer, pl_module, done, elapsed, value) -> None:
             link = collector_link(trainer)
             hp = pl_module.hparams
             env_steps = link.feed.env_steps - self.steps0
             optimizer_steps = trainer.global_step * hp.num_learning_epochs * hp.num_mini_batches
             collection = trainer.callback_metrics.get(metrics.COLLECTION_FPS)
             ordered = sorted(self.iteration_s)
+            mean_return = trainer.callback_metrics.get(metrics.MEAN_REWARD, float("nan"))
             self.result = {
-                "reached": reached,
+                "reached": done,
                 "seconds": elapsed,
                 "env_steps": env_steps,
                 "iterations": trainer.global_step,
-                "mean_return": mean_return,
+                "value": value,
+                "mean_return": float(mean_return),
                 "collector_fps": None if collection is None else float(collection),
                 "ring_dropped": link.transport.dropped,
                 "optimizer_steps_per_sample": optimizer_steps / max(env_steps, 1),
@@ -241,7 +264,7 @@ def rsl_rl_setup(config: str, log_dir: str, seed: int, overrides: list[str]) -> 
 
 def run_rsl_rl(
     setup: dict,
-    threshold: float,
+    goal: tuple[str, float, bool],
     max_seconds: float,
     seed: int,
     log_dir: str,
@@ -251,6 +274,7 @@ def run_rsl_rl(
     from rsl_rl.runners import OnPolicyRunner
 
     from unilab_lit.envs.rsl_rl_vecenv import RslRlVecEnv
+    from unilab_lit.envs.spec import METRIC_PREFIX
     from unilab_lit.envs.task_spec import TaskSpec
 
     train_cfg = setup["train_cfg"]
@@ -260,27 +284,36 @@ def run_rsl_rl(
     class Stop(Exception):
         """Raised from inside ``runner.learn`` when the threshold is reached or time is up."""
 
+    metric, threshold, below = goal
+    key = RETURN if metric == RETURN else METRIC_PREFIX + metric
     returns: deque[float] = deque(maxlen=WINDOW)
+    values: deque[float] = deque(maxlen=WINDOW)
     state = {"env_steps": 0, "updates": 0}
+
+    def mean(series: deque[float]) -> float:
+        return sum(series) / len(series) if series else float("nan")
 
     class WatchedEnv(RslRlVecEnv):
         def step(self, actions):
             out = super().step(actions)
             state["env_steps"] += self.num_envs
-            returns.extend(self.last_info["episode"]["return"].tolist())
+            episode = self.last_info["episode"]
+            returns.extend(episode["return"].tolist())
+            values.extend(episode[key].tolist())
             elapsed = time.perf_counter() - state["began"]
-            mean_return = sum(returns) / len(returns) if returns else float("nan")
-            if mean_return >= threshold or elapsed >= max_seconds:
+            done = reached(mean(values), threshold, below)
+            if done or elapsed >= max_seconds:
                 state.update(
-                    reached=mean_return >= threshold, seconds=elapsed, mean_return=mean_return
+                    reached=done, seconds=elapsed, value=mean(values), mean_return=mean(returns)
                 )
                 raise Stop
             return out
 
-    env = WatchedEnv(
-        TaskSpec.of(setup["task"]).build(setup["num_envs"], seed=seed, num_threads=physics_threads),
-        seed=seed,
+    task = TaskSpec.of(setup["task"]).build(
+        setup["num_envs"], seed=seed, num_threads=physics_threads
     )
+    _check_metric(metric, task.spec.episode_metrics)
+    env = WatchedEnv(task, seed=seed)
     runner = OnPolicyRunner(env, train_cfg, log_dir=log_dir, device="cpu")
     update = runner.alg.update
 
@@ -302,6 +335,7 @@ def run_rsl_rl(
         "seconds": state["seconds"],
         "env_steps": state["env_steps"],
         "iterations": state["updates"],
+        "value": state["value"],
         "mean_return": state["mean_return"],
         "optimizer_steps_per_sample": optimizer_steps / max(state["env_steps"], 1),
     }
@@ -327,16 +361,15 @@ def _child(args: argparse.Namespace) -> None:
         # Both trainers print per-iteration reports; keep them out of the bench's output.
         sink = stack.enter_context(open(Path(log_dir) / "stdout.txt", "w"))
         stack.enter_context(contextlib.redirect_stdout(sink))
+        goal = (args.metric, args.threshold, args.below)
         if args.side == "ours":
-            result = run_ours(
-                args.config, args.threshold, args.max_seconds, args.seed, log_dir, args.set
-            )
+            result = run_ours(args.config, goal, args.max_seconds, args.seed, log_dir, args.set)
         elif args.side == SETUP:
             result = rsl_rl_setup(args.config, log_dir, args.seed, args.set)
         else:
             result = run_rsl_rl(
                 json.loads(args.rsl_setup),
-                args.threshold,
+                goal,
                 args.max_seconds,
                 args.seed,
                 log_dir,
@@ -355,6 +388,8 @@ def _run_child(
         f"--side={side}",
         f"--config={args.config}",
         f"--threshold={args.threshold}",
+        f"--metric={args.metric}",
+        *(["--below"] if args.below else []),
         f"--max-seconds={args.max_seconds}",
         f"--seeds={seed}",
         *(f"--set={override}" for override in args.set),
@@ -390,15 +425,16 @@ def _run_side(side: str, args: argparse.Namespace, seed: int) -> dict:
     return result
 
 
-def _report(side: str, seed: int, r: dict) -> None:
+def _report(side: str, seed: int, r: dict, metric: str) -> None:
     status = "reached" if r["reached"] else "NOT reached"
     extra = ""
     if r.get("collector_fps") is not None:
         extra = f"  collector {r['collector_fps']:,.0f}/s  ring dropped {r['ring_dropped']}"
     grain = f"  grain {r['grain_s']:.2f} s" if "grain_s" in r else ""
+    watched = "" if metric == RETURN else f"  {metric} {r['value']:.3f}"
     print(
         f"{side:<7} seed {seed}: {status} in {r['seconds']:7.1f} s{grain} "
-        f"(process {r['process_seconds']:.1f} s)  mean return {r['mean_return']:6.1f}  "
+        f"(process {r['process_seconds']:.1f} s)  mean return {r['mean_return']:6.1f}{watched}  "
         f"iterations {r['iterations']:5d}  env steps {r['env_steps']:>9,}  "
         f"{r['env_steps_per_s']:>8,.0f} env-steps/s  "
         f"optimiser steps per 1k env steps {1e3 * r['optimizer_steps_per_sample']:.2f}{extra}",
@@ -423,7 +459,18 @@ def main() -> None:
         "--threshold",
         type=float,
         default=150.0,
-        help="mean return over the last 100 episodes that ends a run",
+        help="mean of --metric over the last 100 episodes that ends a run",
+    )
+    parser.add_argument(
+        "--metric",
+        default=RETURN,
+        help="the watched episode quantity: the return, or one of the task's per-episode "
+        "metrics (e.g. tracking_error_lin_vel of the joystick tasks)",
+    )
+    parser.add_argument(
+        "--below",
+        action="store_true",
+        help="a run ends when the mean falls to the threshold (errors), not when it rises to it",
     )
     parser.add_argument("--max-seconds", type=float, default=300.0, help="cap per run")
     parser.add_argument(
@@ -475,8 +522,8 @@ def main() -> None:
         parser.error(unmirrored)
 
     print(
-        f"config {args.config}; threshold: mean return of the last {WINDOW} episodes >= "
-        f"{args.threshold}; cap {args.max_seconds:.0f} s per run; rsl_rl torch threads "
+        f"config {args.config}; threshold: mean {args.metric} of the last {WINDOW} episodes "
+        f"{'<=' if args.below else '>='} {args.threshold}; cap {args.max_seconds:.0f} s per run; rsl_rl torch threads "
         f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs; grain of the time to threshold: rsl_rl "
         f"one env step, ours one episode report ({REPORT_INTERVAL_S} s) + one iteration "
         f"(printed per run)",
@@ -486,7 +533,7 @@ def main() -> None:
     for seed in args.seeds:
         for side in args.sides:
             result = _run_side(side, args, seed)
-            _report(side, seed, result)
+            _report(side, seed, result, args.metric)
             results[side].append(result)
         if len(args.sides) < len(SIDES):
             continue
