@@ -28,7 +28,12 @@ from tensordict import TensorDict
 from torch.utils.data import IterableDataset
 
 from unilab_lit.algos.appo import APPO
-from unilab_lit.algos.functional import clipped_value_loss, gaussian_kl, impact_surrogate_loss
+from unilab_lit.algos.functional import (
+    clipped_surrogate_loss,
+    clipped_value_loss,
+    gaussian_kl,
+    surrogate_reference,
+)
 from unilab_lit.algos.lr_schedule import adaptive_learning_rate
 from unilab_lit.data.staging import rollout_batch
 from unilab_lit.telemetry import metrics
@@ -41,13 +46,45 @@ def test_surrogate_uses_ratio_over_max_of_behaviour_and_target_and_clips():
     behaviour = torch.log(torch.tensor([1.0, 1.0, 1.0]))
     target = torch.log(torch.tensor([1.2, 1.2, 0.5]))
     adv = torch.tensor([2.0, -1.0, 1.0])
-    loss, clip_fraction = impact_surrogate_loss(log_prob, behaviour, target, adv, clip_param=0.2)
+    reference = surrogate_reference("impact", behaviour, target)
+    loss, clip_fraction = clipped_surrogate_loss(log_prob, reference, adv, clip_param=0.2)
     # objectives: min(2.5, 2.4)=2.4, min(-1.25, -1.2)=-1.25, 0.9
     assert loss.item() == pytest.approx(-(2.4 - 1.25 + 0.9) / 3, abs=1e-6)
     assert clip_fraction.item() == pytest.approx(2 / 3)
     loss.backward()
     # The clipped branch carries no gradient; the others give -A·ratio/3.
     torch.testing.assert_close(log_prob.grad, torch.tensor([0.0, 1.25 / 3, -0.9 / 3]))
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("impact", [1.2, 1.2, 1.0]), ("target", [1.2, 1.2, 0.5]), ("behaviour", [1.0, 1.0, 1.0])],
+)
+def test_surrogate_ratio_divides_by_the_chosen_reference_density(kind, expected):
+    behaviour = torch.log(torch.tensor([1.0, 1.0, 1.0]))
+    target = torch.log(torch.tensor([1.2, 1.2, 0.5]))
+    reference = surrogate_reference(kind, behaviour, target)
+    torch.testing.assert_close(reference.exp(), torch.tensor(expected))
+
+
+def test_target_ratio_starts_each_iteration_at_one_where_impact_clips_a_stale_sample():
+    # A sample the behaviour policy made 2x likelier than the iteration's start (target = the
+    # current policy): "target" starts at r = 1 and passes the gradient of a negative advantage,
+    # "impact" starts at r = 0.5 < 1 - eps and clips it away before any update.
+    log_prob = torch.log(torch.tensor([0.5])).requires_grad_()
+    behaviour, target, adv = torch.log(torch.tensor([1.0])), torch.log(torch.tensor([0.5])), -1.0
+    grads = {}
+    for kind in ("target", "impact"):
+        reference = surrogate_reference(kind, behaviour, target)
+        loss, _ = clipped_surrogate_loss(log_prob, reference, torch.tensor([adv]), clip_param=0.2)
+        (grads[kind],) = torch.autograd.grad(loss, log_prob)
+    torch.testing.assert_close(grads["target"], torch.tensor([1.0]))  # -A * r
+    torch.testing.assert_close(grads["impact"], torch.tensor([0.0]))
+
+
+def test_an_unknown_surrogate_ratio_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match="surrogate_ratio.*'impact', 'target', 'behaviour'"):
+        APPO(4, 4, 1, surrogate_ratio="targte")
 
 
 def test_clipped_value_loss_takes_the_larger_of_clipped_and_unclipped_errors():

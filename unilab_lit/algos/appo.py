@@ -13,12 +13,15 @@ from tensordict import TensorDict
 from unilab_lit import distributed
 from unilab_lit.algos.base import RLAlgorithm
 from unilab_lit.algos.functional import (
+    SURROGATE_RATIOS,
+    SurrogateRatio,
     all_finite,
+    clipped_surrogate_loss,
     clipped_value_loss,
     gaussian_kl,
-    impact_surrogate_loss,
     mean_terms,
     polyak_update,
+    surrogate_reference,
 )
 from unilab_lit.algos.lr_schedule import LearningRateSchedule, Schedule
 from unilab_lit.algos.vtrace import item_vtrace
@@ -67,7 +70,7 @@ class APPO(RLAlgorithm):
 
     One dataset item (a time-major ``TensorDict`` of batch size ``[T, M]``, :data:`ROLLOUT_KEYS`)
     is one learner iteration: V-trace targets and advantages, then ``num_learning_epochs ×
-    num_mini_batches`` steps on the clipped IMPACT surrogate, value loss and entropy bonus; the
+    num_mini_batches`` steps on the clipped surrogate (IMPACT's ratio by default), value loss and entropy bonus; the
     target actor follows the actor every ``target_update_freq`` iterations. docs/algorithms.md
     describes the item's keys, the update in order and the non-finite handling.
 
@@ -85,6 +88,10 @@ class APPO(RLAlgorithm):
         clip_c_threshold: V-trace c̄, clip on the trace coefficients (> 0).
         vtrace_lambda: λ of λ-V-trace (rlax), in [0, 1]; 1 is the paper's V-trace.
         clip_param: PPO clip ε for the surrogate ratio and the value change, in (0, 1).
+        surrogate_ratio: What the surrogate's ratio ``π / π_ref`` divides by: ``"impact"``
+            ``max(π_b, π_target)``, ``"target"`` ``π_target`` (off-policy correction by V-trace's
+            ρ only) or ``"behaviour"`` ``π_b`` (Sample Factory's); see
+            :func:`~unilab_lit.algos.functional.surrogate_reference`.
         value_loss_coef: Weight of the value loss (>= 0).
         value_normalization: ``"none"``, ``"running"`` (Sample Factory's ``normalize_returns``) or
             ``"popart"`` (output-preserving); see :class:`~unilab_lit.nn.value_normalization.ValueNormalizer`.
@@ -134,6 +141,7 @@ class APPO(RLAlgorithm):
         clip_c_threshold: float = 1.0,
         vtrace_lambda: float = 1.0,
         clip_param: float = 0.2,
+        surrogate_ratio: SurrogateRatio = "impact",
         value_loss_coef: float = 1.0,
         value_normalization: ValueNormalization = "none",
         use_clipped_value_loss: bool = True,
@@ -174,6 +182,12 @@ class APPO(RLAlgorithm):
         check_arg(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
         check_arg(0.0 <= vtrace_lambda <= 1.0, "vtrace_lambda", vtrace_lambda, "in [0, 1]")
         check_arg(0.0 < clip_param < 1.0, "clip_param", clip_param, "in (0, 1)")
+        check_arg(
+            surrogate_ratio in SURROGATE_RATIOS,
+            "surrogate_ratio",
+            surrogate_ratio,
+            f"one of {list(SURROGATE_RATIOS)}",
+        )
         check_arg(value_loss_coef >= 0.0, "value_loss_coef", value_loss_coef, ">= 0")
         check_arg(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
         check_arg(num_learning_epochs >= 1, "num_learning_epochs", num_learning_epochs, ">= 1")
@@ -369,12 +383,11 @@ class APPO(RLAlgorithm):
         dist = self.actor.distribution(mb["obs"])
         log_prob = dist.log_prob(mb["actions"]).sum(-1)
         entropy = dist.entropy().sum(-1).mean()
-        surrogate, clip_fraction = impact_surrogate_loss(
-            log_prob,
-            mb["behaviour_log_prob"],
-            mb["target_log_prob"],
-            mb["advantages"],
-            hp.clip_param,
+        reference = surrogate_reference(
+            hp.surrogate_ratio, mb["behaviour_log_prob"], mb["target_log_prob"]
+        )
+        surrogate, clip_fraction = clipped_surrogate_loss(
+            log_prob, reference, mb["advantages"], hp.clip_param
         )
         value_loss = clipped_value_loss(
             self.critic(mb["critic_obs"]),

@@ -1,9 +1,11 @@
 """Pure tensor functions of the algorithms: target-network averaging, bootstrap mask, finiteness,
-term means, and the PPO family's losses (IMPACT surrogate, clipped value loss, Gaussian KL)."""
+term means, and the PPO family's losses (clipped surrogate and its ratio's reference, clipped
+value loss, Gaussian KL)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Literal, get_args
 
 import torch
 from tensordict import TensorDictBase
@@ -56,23 +58,47 @@ def mean_terms(steps: Iterable[Mapping[str, torch.Tensor]]) -> dict[str, torch.T
     return {key: torch.stack(series).mean() for key, series in values.items()}
 
 
-def impact_surrogate_loss(
+SurrogateRatio = Literal["impact", "target", "behaviour"]
+"""What the APPO surrogate's ratio divides by: see :func:`surrogate_reference`."""
+SURROGATE_RATIOS: tuple[str, ...] = get_args(SurrogateRatio)
+
+
+def surrogate_reference(
+    kind: str, behaviour_log_prob: torch.Tensor, target_log_prob: torch.Tensor
+) -> torch.Tensor:
+    """Log-density the surrogate ratio ``π / π_ref`` divides by, for ``kind`` in :data:`SURROGATE_RATIOS`.
+
+    - ``"impact"``: ``max(π_behaviour, π_target)`` (IMPACT, Luo et al. 2020): bounded when the
+      behaviour policy is stale; PPO's ratio when behaviour and target agree.
+    - ``"target"``: ``π_target``, the policy at the iteration's start (a hard-copied target):
+      PPO's trust region around it, with the off-policy correction left to V-trace's
+      ρ-weighted advantages alone. ``"impact"`` equals ``ρ · π / π_target`` with
+      ``ρ = min(1, π_target / π_behaviour)``, so it weights a stale sample by ρ twice and its
+      clip can cut a sample's gradient before any update has moved it.
+    - ``"behaviour"``: ``π_behaviour`` (Sample Factory's APPO).
+    """
+    if kind == "impact":
+        return torch.maximum(behaviour_log_prob, target_log_prob)
+    if kind == "target":
+        return target_log_prob
+    if kind == "behaviour":
+        return behaviour_log_prob
+    raise ValueError(f"surrogate_ratio must be one of {list(SURROGATE_RATIOS)}, got {kind!r}")
+
+
+def clipped_surrogate_loss(
     log_prob: torch.Tensor,
-    behaviour_log_prob: torch.Tensor,
-    target_log_prob: torch.Tensor,
+    reference_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     clip_param: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO-clipped surrogate on the IMPACT ratio ``π / max(π_behaviour, π_target)``.
-
-    Dividing by the larger of the two densities keeps the ratio bounded when the behaviour
-    policy is stale (IMPACT, Luo et al. 2020); when behaviour and target agree it is PPO's ratio.
+    """PPO-clipped surrogate on the ratio ``r = π / π_ref`` (see :func:`surrogate_reference`).
 
     Returns:
         ``(loss, clip_fraction)``: ``mean(max(−A·r, −A·clip(r, 1−ε, 1+ε)))`` and the fraction of
         samples with ``|r − 1| > ε``.
     """
-    ratio = torch.exp(log_prob - torch.maximum(behaviour_log_prob, target_log_prob))
+    ratio = torch.exp(log_prob - reference_log_prob)
     unclipped = advantages * ratio
     clipped = advantages * ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
     loss = -torch.minimum(unclipped, clipped).mean()
