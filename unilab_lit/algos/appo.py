@@ -25,11 +25,7 @@ from unilab_lit.algos.functional import (
 )
 from unilab_lit.algos.lr_schedule import LearningRateSchedule, Schedule
 from unilab_lit.algos.vtrace import item_vtrace
-from unilab_lit.nn.policies import (
-    Activation,
-    GaussianActor,
-    MLPCritic,
-)
+from unilab_lit.nn.policies import Activation, GaussianActor, MLPCritic
 from unilab_lit.nn.value_normalization import (
     VALUE_NORMALIZATIONS,
     ValueNormalization,
@@ -88,10 +84,8 @@ class APPO(RLAlgorithm):
         clip_c_threshold: V-trace c̄, clip on the trace coefficients (> 0).
         vtrace_lambda: λ of λ-V-trace (rlax), in [0, 1]; 1 is the paper's V-trace.
         clip_param: PPO clip ε for the surrogate ratio and the value change, in (0, 1).
-        surrogate_ratio: What the surrogate's ratio ``π / π_ref`` divides by: ``"impact"``
-            ``max(π_b, π_target)``, ``"target"`` ``π_target`` (off-policy correction by V-trace's
-            ρ only) or ``"behaviour"`` ``π_b`` (Sample Factory's); see
-            :func:`~unilab_lit.algos.functional.surrogate_reference`.
+        surrogate_ratio: The ratio's denominator: ``"impact"`` ``max(π_b, π_target)``, ``"target"``
+            or ``"behaviour"``; see :func:`~unilab_lit.algos.functional.surrogate_reference`.
         value_loss_coef: Weight of the value loss (>= 0).
         value_normalization: ``"none"``, ``"running"`` (Sample Factory's ``normalize_returns``) or
             ``"popart"`` (output-preserving); see :class:`~unilab_lit.nn.value_normalization.ValueNormalizer`.
@@ -182,12 +176,8 @@ class APPO(RLAlgorithm):
         check_arg(clip_c_threshold > 0.0, "clip_c_threshold", clip_c_threshold, "> 0")
         check_arg(0.0 <= vtrace_lambda <= 1.0, "vtrace_lambda", vtrace_lambda, "in [0, 1]")
         check_arg(0.0 < clip_param < 1.0, "clip_param", clip_param, "in (0, 1)")
-        check_arg(
-            surrogate_ratio in SURROGATE_RATIOS,
-            "surrogate_ratio",
-            surrogate_ratio,
-            f"one of {list(SURROGATE_RATIOS)}",
-        )
+        ratios = list(SURROGATE_RATIOS)
+        check_arg(surrogate_ratio in ratios, "surrogate_ratio", surrogate_ratio, f"one of {ratios}")
         check_arg(value_loss_coef >= 0.0, "value_loss_coef", value_loss_coef, ">= 0")
         check_arg(entropy_coef >= 0.0, "entropy_coef", entropy_coef, ">= 0")
         check_arg(num_learning_epochs >= 1, "num_learning_epochs", num_learning_epochs, ">= 1")
