@@ -523,7 +523,8 @@ def main() -> None:
 
     print(
         f"config {args.config}; threshold: mean {args.metric} of the last {WINDOW} episodes "
-        f"{'<=' if args.below else '>='} {args.threshold}; cap {args.max_seconds:.0f} s per run; rsl_rl torch threads "
+        f"{'<=' if args.below else '>='} {args.threshold}; cap {args.max_seconds:.0f} s per run; "
+        f"rsl_rl torch threads "
         f"{args.rsl_torch_threads}; {os.cpu_count()} CPUs; grain of the time to threshold: rsl_rl "
         f"one env step, ours one episode report ({REPORT_INTERVAL_S} s) + one iteration "
         f"(printed per run)",

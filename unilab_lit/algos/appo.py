@@ -66,9 +66,9 @@ class APPO(RLAlgorithm):
 
     One dataset item (a time-major ``TensorDict`` of batch size ``[T, M]``, :data:`ROLLOUT_KEYS`)
     is one learner iteration: V-trace targets and advantages, then ``num_learning_epochs ×
-    num_mini_batches`` steps on the clipped surrogate (IMPACT's ratio by default), value loss and entropy bonus; the
-    target actor follows the actor every ``target_update_freq`` iterations. docs/algorithms.md
-    describes the item's keys, the update in order and the non-finite handling.
+    num_mini_batches`` steps on the clipped surrogate (IMPACT's ratio by default), value loss and
+    entropy bonus; the target actor follows the actor every ``target_update_freq`` iterations.
+    docs/algorithms.md describes the item's keys, the update in order and the non-finite handling.
 
     Args:
         policy_obs_size: Width of the policy observation group (linked from the data module).

@@ -66,7 +66,7 @@ SURROGATE_RATIOS: tuple[str, ...] = get_args(SurrogateRatio)
 def surrogate_reference(
     kind: str, behaviour_log_prob: torch.Tensor, target_log_prob: torch.Tensor
 ) -> torch.Tensor:
-    """Log-density the surrogate ratio ``π / π_ref`` divides by, for ``kind`` in :data:`SURROGATE_RATIOS`.
+    """Log-density ``π_ref`` the surrogate ratio ``π / π_ref`` divides by, per ``kind``.
 
     - ``"impact"``: ``max(π_behaviour, π_target)`` (IMPACT, Luo et al. 2020): bounded when the
       behaviour policy is stale; PPO's ratio when behaviour and target agree.

@@ -23,8 +23,11 @@ METRIC_PREFIX = "metric/"
 
 
 def episode_log_key(name: str) -> str | None:
-    """The logged key of the episode-info entry ``name`` (``reward/<term>`` -> ``Episode/rew_<term>``,
-    ``metric/<name>`` -> ``Episode/<name>``); ``None`` for the others (return, length, env ids)."""
+    """The logged key of the episode-info entry ``name``.
+
+    ``reward/<term>`` -> ``Episode/rew_<term>``, ``metric/<name>`` -> ``Episode/<name>``; ``None``
+    for the others (return, length, env ids).
+    """
     if name.startswith(REWARD_PREFIX):
         return metrics.episode_reward_term(name[len(REWARD_PREFIX) :])
     if name.startswith(METRIC_PREFIX):
