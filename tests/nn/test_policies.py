@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import copy
+import io
 import math
 import pickle
 import subprocess
 import sys
 
+import onnx
 import pytest
 import torch
+import torch.nn.functional as F
 
-from unilab_lit.nn.policies import GaussianActor, MLPCritic, PolicySpec
+from unilab_lit.nn.policies import ELU, GaussianActor, MLPCritic, PolicySpec, mlp
 
 OBS, ACT = 5, 3
 
@@ -137,7 +140,8 @@ def test_actor_matches_rsl_rl_mlp_model_layout_init_and_outputs(activation, std_
         assert torch.equal(value, their_state[key]), key
     obs = torch.randn(9, OBS)
     theirs.distribution.update(theirs.mlp(obs))
-    assert torch.equal(ours(obs), theirs.mlp(obs))
+    # Equal but for our ELU's exp(x) - 1 where ATen's ELU takes expm1(x) (see policies.ELU).
+    torch.testing.assert_close(ours(obs), theirs.mlp(obs), rtol=0.0, atol=1e-6)
     assert torch.equal(ours.std().expand(9, ACT), theirs.distribution.std)
 
 
@@ -149,7 +153,33 @@ def test_critic_matches_rsl_rl_mlp_model_layout_init_and_outputs():
     their_state = {k: v for k, v in theirs.state_dict().items() if k.startswith("mlp.")}
     assert list(ours.model.state_dict()) == list(their_state)
     obs = torch.randn(9, OBS)
-    assert torch.equal(ours(obs), theirs.mlp(obs).squeeze(-1))
+    torch.testing.assert_close(ours(obs), theirs.mlp(obs).squeeze(-1), rtol=0.0, atol=1e-6)
+
+
+def test_elu_matches_aten_elu_in_values_and_gradients_on_the_cpu():
+    # Over _ELU_BY_EXP_MIN_NUMEL, so both of ELU's own paths (autograd, no grad) are taken.
+    x = torch.cat([torch.randn(16384) * 3.0, torch.tensor([0.0, -0.0, 1e-9, -1e-9, -80.0, 80.0])])
+    x = torch.cat([x, torch.tensor([float("inf"), float("-inf"), float("nan")])])
+    with torch.no_grad():
+        torch.testing.assert_close(ELU()(x), F.elu(x), rtol=1e-6, atol=1e-7, equal_nan=True)
+    ours_x, aten_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ours, aten = ELU()(ours_x), F.elu(aten_x)
+    torch.testing.assert_close(ours, aten, rtol=1e-6, atol=1e-7, equal_nan=True)
+    grad = torch.randn_like(x)
+    ours.backward(grad)
+    aten.backward(grad)
+    # At the NaN input ATen's gradient is the incoming one; ours is NaN, as the output is.
+    torch.testing.assert_close(ours_x.grad[:-1], aten_x.grad[:-1], rtol=1e-6, atol=1e-7)
+    assert ours_x.grad[-1].isnan()
+
+
+def test_elu_is_aten_elu_in_exported_graphs():
+    net = mlp(OBS, ACT, [8], "elu")
+    program = torch.export.export(net, (torch.randn(2, OBS),))
+    assert torch.ops.aten.elu.default in {node.target for node in program.graph.nodes}
+    buffer = io.BytesIO()
+    torch.onnx.export(net, (torch.randn(2, OBS),), buffer, dynamo=False)
+    assert "Elu" in {node.op_type for node in onnx.load_from_string(buffer.getvalue()).graph.node}
 
 
 def test_act_log_prob_is_bit_identical_to_torch_normal_log_prob():
