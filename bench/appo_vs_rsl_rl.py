@@ -495,7 +495,7 @@ def main() -> None:
         default=cores,
         help=f"torch threads of rsl_rl's process (default: the CPUs, {cores}); rsl_rl collects "
         "and learns one after the other, so each phase may use every core: on the idle 2-core "
-        "machine 2 + 2 threads stepped the Go1 1.48x faster than 1 + 1 (bench/README); ours: "
+        "machine 2 + 2 threads stepped the Go1 1.46-1.48x faster than 1 + 1 (bench/README); ours: "
         "the config's data learner_torch_threads",
     )
     parser.add_argument(
