@@ -70,11 +70,12 @@ class ELU(nn.ELU):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Tracing first: under torch.export the size test would guard the dynamic batch dimension.
         if (
-            x.device.type != "cpu"
-            or x.numel() < _ELU_BY_EXP_MIN_NUMEL
-            or torch.compiler.is_compiling()
+            torch.compiler.is_compiling()
             or torch.jit.is_tracing()
+            or x.device.type != "cpu"
+            or x.numel() < _ELU_BY_EXP_MIN_NUMEL
         ):
             return super().forward(x)
         if torch.is_grad_enabled() and x.requires_grad:
