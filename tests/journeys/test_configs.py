@@ -43,6 +43,9 @@ CONFIGS = [
     # callbacks and checkpoint settings).
     ("appo_quadruped_2core.yaml", APPO_SIZES, False, _SLOW),
     ("appo_go1.yaml", APPO_SIZES, True, []),
+    # Slow: the same algorithm, callbacks and checkpoint settings as appo_go1.yaml; its task runs
+    # by default in fast_sac_g1.yaml's journey.
+    ("appo_g1.yaml", APPO_SIZES, True, _SLOW),
     # Same task and settings as appo_go1.yaml; only the (shrunk) sizes differ.
     ("appo_go1_gpu.yaml", APPO_SIZES, True, _SLOW),
     ("fast_td3.yaml", OFFPOLICY_SIZES, False, []),
