@@ -60,13 +60,14 @@ _ELU_BY_EXP_MIN_NUMEL = 8192
 
 class ELU(nn.ELU):
     """``nn.ELU()`` that takes :func:`_elu_by_exp` on CPU tensors of at least
-    :data:`_ELU_BY_EXP_MIN_NUMEL` elements: the Go1's APPO learner iteration in 0.55 s instead of
-    0.66 (bench/README). ATen's own ELU on other devices, on small tensors and while
-    ``torch.export``, ``torch.compile`` or the ONNX exporter trace it, so exported graphs hold the
-    standard ``Elu`` op.
+    :data:`_ELU_BY_EXP_MIN_NUMEL` elements: the Go1's APPO learner iteration in 0.55-0.57 s
+    instead of 0.59-0.62 (docs/algorithms.md). ATen's own ELU on other devices, on small tensors
+    and while ``torch.export``, ``torch.compile`` or the ONNX exporter trace it, so exported
+    graphs hold the standard ``Elu`` op.
     """
 
     def __init__(self) -> None:
+        # No alpha or inplace: the exp form is ELU for alpha = 1 only, and returns a new tensor.
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
