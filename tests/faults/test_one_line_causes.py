@@ -94,3 +94,18 @@ def test_sigkilled_ddp_rank_ends_rank_0_in_one_line_naming_the_rank_and_its_pid(
     while processes_with_mark(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with_mark(mark) == [], "processes of the run outlived it"
+
+
+def test_a_connection_reset_in_a_single_process_run_is_not_blamed_on_a_ddp_rank():
+    """Only a run of several ranks has a peer that can die; elsewhere (a logger's server, a
+    network file system) the words are the same, and the traceback, not a made-up line, says
+    what reset."""
+    import lightning.pytorch as pl
+
+    from unilab_lit.app.failures import exit_line
+
+    reset = RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection reset by peer")
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    assert trainer.world_size == 1
+    assert exit_line(reset, trainer) is None
+    assert exit_line(reset, None) is None

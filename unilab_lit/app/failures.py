@@ -159,6 +159,11 @@ def _collector_cause(err: BaseException) -> str | None:
 
 
 def _dead_rank_cause(err: BaseException, trainer: Any | None) -> str | None:
+    # A single-process run has no peer rank: its "connection reset" came from something else
+    # (a logger's server, a network file system), and its traceback says what.
+    ranks = getattr(trainer, "world_size", None)
+    if (distributed.world_size() if ranks is None else ranks) < 2:
+        return None
     found = next((e for e in _chain(err) if _PEER_GONE.search(str(e))), None)
     if found is None:
         return None
