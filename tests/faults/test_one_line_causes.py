@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -109,3 +110,40 @@ def test_a_connection_reset_in_a_single_process_run_is_not_blamed_on_a_ddp_rank(
     assert trainer.world_size == 1
     assert exit_line(reset, trainer) is None
     assert exit_line(reset, None) is None
+
+
+_OBSERVED_RANK_0 = """
+import os, subprocess, sys, time
+from types import SimpleNamespace
+from lightning.fabric.strategies.launchers.subprocess_script import _ChildProcessObserver
+from unilab_lit.app.failures import exit_line
+
+rank1 = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+procs = [rank1]
+# Lightning's launcher hands its own list to the observer; here it wakes every 0.2 s, not 5.
+_ChildProcessObserver(main_pid=os.getpid(), child_processes=procs,
+                      sleep_period=0.2).start()
+trainer = SimpleNamespace(strategy=SimpleNamespace(launcher=SimpleNamespace(procs=procs)),
+                          world_size=2, global_rank=0, node_rank=0, num_devices=2)
+rank1.kill()
+line = exit_line(RuntimeError("Connection reset by peer"), trainer)
+time.sleep(1.5)  # rank 0's clean-up, over several of the observer's wake-ups
+sys.exit(line)
+"""
+
+
+def test_rank_0_ending_the_run_for_a_dead_rank_is_not_sigkilled_by_lightnings_observer(
+    tmp_path,
+):
+    """Lightning's launcher watches local ranks 1.. from a thread that SIGKILLs rank 0 itself
+    within 5 s of one dying; rank 0, already ending the run with its line, must exit 1 with its
+    clean-up, not -9 (a slow host lost that race in the 2-rank test above)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _OBSERVED_RANK_0],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "error: DDP rank 1 (pid" in proc.stderr and "SIGKILL" in proc.stderr, proc.stderr

@@ -181,10 +181,14 @@ def _dead_rank_cause(err: BaseException, trainer: Any | None) -> str | None:
 def _dead_local_ranks(trainer: Any | None) -> list[str]:
     """``DDP rank R (pid P) was killed by SIGKILL`` for each rank this process launched that died.
 
-    Lightning's script launcher starts local ranks 1.. as children of local rank 0.
+    Lightning's script launcher starts local ranks 1.. as children of local rank 0 and watches
+    them from a thread that, within 5 s of finding one ended with a non-zero status, SIGKILLs
+    every child and rank 0 itself. Rank 0 ends the run itself from here (the line, then its
+    clean-up), so the ranks it reaped leave the launcher's list that thread reads: its kill would
+    cut the clean-up short and turn the exit status 1 into -9.
     """
     launcher = getattr(getattr(trainer, "strategy", None), "launcher", None)
-    procs: list[subprocess.Popen] = list(getattr(launcher, "procs", None) or [])
+    procs: list[subprocess.Popen] = getattr(launcher, "procs", None) or []
     node = getattr(trainer, "node_rank", 0) * getattr(trainer, "num_devices", 1)
     dead = []
     for local_rank, proc in enumerate(procs, start=1):
@@ -193,6 +197,7 @@ def _dead_local_ranks(trainer: Any | None) -> list[str]:
         except subprocess.TimeoutExpired:
             continue
         dead.append(f"DDP rank {node + local_rank} (pid {proc.pid}) {_how_it_ended(code)}")
+    procs[:] = [proc for proc in procs if proc.returncode is None]
     return dead
 
 
