@@ -170,6 +170,7 @@ def _dead_rank_cause(err: BaseException, trainer: Any | None) -> str | None:
     rank = getattr(trainer, "global_rank", None)
     rank = distributed.global_rank() if rank is None else rank
     dead = _dead_local_ranks(trainer)
+    _stop_watching_ended_ranks(trainer)
     if dead:
         return "; ".join(dead) + f", so rank {rank} stopped"
     return (
@@ -181,14 +182,9 @@ def _dead_rank_cause(err: BaseException, trainer: Any | None) -> str | None:
 def _dead_local_ranks(trainer: Any | None) -> list[str]:
     """``DDP rank R (pid P) was killed by SIGKILL`` for each rank this process launched that died.
 
-    Lightning's script launcher starts local ranks 1.. as children of local rank 0 and watches
-    them from a thread that, within 5 s of finding one ended with a non-zero status, SIGKILLs
-    every child and rank 0 itself. Rank 0 ends the run itself from here (the line, then its
-    clean-up), so the ranks it reaped leave the launcher's list that thread reads: its kill would
-    cut the clean-up short and turn the exit status 1 into -9.
+    Lightning's script launcher starts local ranks 1.. as children of local rank 0.
     """
-    launcher = getattr(getattr(trainer, "strategy", None), "launcher", None)
-    procs: list[subprocess.Popen] = getattr(launcher, "procs", None) or []
+    procs = _launched_ranks(trainer)
     node = getattr(trainer, "node_rank", 0) * getattr(trainer, "num_devices", 1)
     dead = []
     for local_rank, proc in enumerate(procs, start=1):
@@ -197,8 +193,25 @@ def _dead_local_ranks(trainer: Any | None) -> list[str]:
         except subprocess.TimeoutExpired:
             continue
         dead.append(f"DDP rank {node + local_rank} (pid {proc.pid}) {_how_it_ended(code)}")
-    procs[:] = [proc for proc in procs if proc.returncode is None]
     return dead
+
+
+def _launched_ranks(trainer: Any | None) -> list[subprocess.Popen]:
+    """The launcher's own list of the local ranks 1.. it started (empty without one)."""
+    launcher = getattr(getattr(trainer, "strategy", None), "launcher", None)
+    return getattr(launcher, "procs", None) or []
+
+
+def _stop_watching_ended_ranks(trainer: Any | None) -> None:
+    """Take the local ranks that have ended off the list Lightning's launcher watches.
+
+    A thread of the launcher SIGKILLs every child and rank 0 itself within 5 s of finding one
+    ended with a non-zero status. Rank 0 ends the run itself once it has named the dead rank
+    (the line, then its clean-up); that kill would cut the clean-up short and turn the exit
+    status 1 into -9.
+    """
+    procs = _launched_ranks(trainer)
+    procs[:] = [proc for proc in procs if proc.returncode is None]
 
 
 def _how_it_ended(code: int) -> str:
