@@ -36,7 +36,12 @@ class PolicyEvaluator(Callback):
     collector, which keeps running in its own process. Logged, on the loggers' step axis:
     ``Eval/mean_reward``, ``Eval/mean_episode_length``, ``Eval/rew_<term>`` (mean per-episode
     sum of each reward term) and ``Eval/<name>`` (mean of each of the task's per-episode
-    metrics, e.g. QuadrupedJoystick's tracking errors). The values also go into
+    metrics, e.g. a joystick task's tracking errors). On a joystick task (QuadrupedJoystick,
+    Go1Joystick, G1Walk) each tracking error also goes out as a multiple of standing still's
+    on the same episodes' commands, ``Eval/tracking_error_lin_vel_vs_standing`` and
+    ``Eval/tracking_error_ang_vel_vs_standing`` (see
+    :func:`~unilab_lit.envs.policy_episodes.run_episodes`): the deterministic policy's
+    tracking, where ``Episode/*`` is the exploring one's. The values also go into
     ``trainer.callback_metrics``, so ``ModelCheckpoint(monitor="Eval/mean_reward",
     mode="max")`` keeps the best policy; give it ``every_n_train_steps`` equal to
     ``every_n_steps``.

@@ -1,4 +1,5 @@
-"""Whole episodes of a trained policy on a batched env: returns, lengths, reward terms, frames.
+"""Whole episodes of a trained policy on a batched env: returns, lengths, reward terms, frames,
+and on a joystick task its tracking errors against standing still's on the same commands.
 
 Shared by ``python -m unilab_lit.app.play`` and the ``PolicyEvaluator`` callback.
 """
@@ -14,7 +15,8 @@ import torch
 from lightning.pytorch import LightningModule
 
 from unilab_lit.envs.base import BatchedMujocoEnv
-from unilab_lit.envs.spec import METRIC_PREFIX, POLICY, REWARD_PREFIX
+from unilab_lit.envs.joystick import TRACKING_METRICS
+from unilab_lit.envs.spec import METRIC_PREFIX, POLICY, REWARD_PREFIX, EnvSpec
 from unilab_lit.telemetry import metrics
 from unilab_lit.validation import check_arg
 
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 """Raw policy observations ``[N, obs_size]`` -> actions ``[N, action_size]``."""
+
+COMMAND_TERM = "command"
+"""The policy observation term of a joystick task's ``(vx, vy, yaw_rate)`` command."""
+_LIN_VEL, _ANG_VEL = TRACKING_METRICS
 
 
 def policy_actions(model: LightningModule, deterministic: bool = True) -> Act:
@@ -79,6 +85,9 @@ class EpisodeResults:
         lengths: Steps of each episode.
         terms: Per-episode sum of each reward term, by term name.
         metrics: Per-episode mean of each of the task's step metrics, by metric name.
+        standing_still: On a joystick task, per episode, the mean of each tracking error that a
+            base that never moves would have scored on the episode's own commands, by metric
+            name (see :func:`run_episodes`); empty on other tasks.
         frames_recorded: Env 0's frames handed to the recording's sink.
     """
 
@@ -86,6 +95,7 @@ class EpisodeResults:
     lengths: np.ndarray
     terms: dict[str, np.ndarray] = field(default_factory=dict)
     metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    standing_still: dict[str, np.ndarray] = field(default_factory=dict)
     frames_recorded: int = 0
 
     @property
@@ -95,6 +105,19 @@ class EpisodeResults:
     @property
     def mean_length(self) -> float:
         return float(np.mean(self.lengths))
+
+    def vs_standing_still(self, name: str) -> float | None:
+        """The mean of tracking error ``name`` over the episodes as a multiple of standing
+        still's mean on the same episodes' commands.
+
+        A ratio of means, not a mean of per-episode ratios, which an episode commanded to stand
+        (a reference near 0) would dominate. ``None`` where the task gives no reference or
+        every command was zero.
+        """
+        reference = self.standing_still.get(name)
+        if reference is None or not np.mean(reference) > 0:
+            return None
+        return float(np.mean(self.metrics[name]) / np.mean(reference))
 
     def eval_metrics(self) -> dict[str, float]:
         """The means under their ``Eval/`` keys (see :mod:`unilab_lit.telemetry.metrics`)."""
@@ -106,6 +129,10 @@ class EpisodeResults:
             values[metrics.eval_reward_term(term)] = float(np.mean(sums))
         for name, means in self.metrics.items():
             values[metrics.eval_metric(name)] = float(np.mean(means))
+        for name in self.standing_still:
+            ratio = self.vs_standing_still(name)
+            if ratio is not None:
+                values[metrics.eval_metric_vs_standing_still(name)] = ratio
         return values
 
 
@@ -126,6 +153,17 @@ def run_episodes(
     one. Env ``i`` contributes its first ``episodes // N (+1 for i < episodes % N)`` episodes and
     is ignored after them, so that envs with short episodes do not crowd out long ones (every
     env still steps, the batch moves as a whole).
+
+    On a joystick task (one that reports ``tracking_error_lin_vel`` and ``tracking_error_ang_vel``
+    and shows its command in a ``command`` term of the policy observation), each episode also
+    gets standing still's errors on its own commands: the errors ``|cmd_xy - v_xy|`` and
+    ``|cmd_yaw - w_z|`` of a base that never moves (``v = 0``), so ``|cmd_xy|`` and ``|cmd_yaw|``,
+    with ``cmd`` the command each step is judged against (the one the observation showed before
+    it), averaged over the episode's steps as the task averages its errors. It is the
+    reference, not a simulated zero action: it needs no second run, it meets exactly the
+    policy's commands even where a fall or a reset shifts the env's random stream, and a robot
+    that cannot stand on a zero action (the G1) still has one. A command noised in the
+    observation (``randomization.obs_noise`` on ``command``) would be read noised.
 
     Args:
         env: A batched env (any task, the gymnasium adapter included).
@@ -151,6 +189,7 @@ def run_episodes(
     terms: dict[str, list[np.ndarray]] = {}
     episode_metrics: dict[str, list[np.ndarray]] = {}
     frames = 0
+    standing = _StandingStill.of(env.spec)
     obs = env.reset(seed=seed, stagger=False)
     step = 0
     while (done_count < quota).any():
@@ -160,6 +199,8 @@ def run_episodes(
             record.sink(env.render([0], record.width, record.height, record.camera)[0])
             frames += 1
         step += 1
+        if standing is not None:
+            standing.add_step(obs[POLICY])
         policy_obs = torch.as_tensor(obs[POLICY], device=device)
         actions = act(policy_obs).float().cpu().numpy()
         obs, _, _, _, info = env.step(actions)
@@ -169,6 +210,8 @@ def run_episodes(
             continue
         counted = done_count[ids] < quota[ids]
         done_count[ids] += 1
+        if standing is not None:
+            standing.end_episodes(ids, episode["length"], counted)
         returns.append(episode["return"][counted])
         lengths.append(episode["length"][counted])
         for key, value in episode.items():
@@ -182,8 +225,42 @@ def run_episodes(
         lengths=np.concatenate(lengths),
         terms={term: np.concatenate(parts) for term, parts in terms.items()},
         metrics={name: np.concatenate(parts) for name, parts in episode_metrics.items()},
+        standing_still={} if standing is None else standing.episode_means(),
         frames_recorded=frames,
     )
+
+
+class _StandingStill:
+    """Standing still's tracking errors, summed per env over its episode's steps (see
+    :func:`run_episodes`)."""
+
+    def __init__(self, command: slice, num_envs: int) -> None:
+        self._command = command
+        self._sums = {name: np.zeros(num_envs) for name in TRACKING_METRICS}
+        self._means: dict[str, list[np.ndarray]] = {name: [] for name in TRACKING_METRICS}
+
+    @classmethod
+    def of(cls, spec: EnvSpec) -> _StandingStill | None:
+        """For a task that reports the tracking errors and shows its command; else ``None``."""
+        slices = spec.policy_obs_slices()
+        if not set(TRACKING_METRICS) <= set(spec.episode_metrics) or COMMAND_TERM not in slices:
+            return None
+        return cls(slice(*slices[COMMAND_TERM]), spec.num_envs)
+
+    def add_step(self, policy_obs: np.ndarray) -> None:
+        """Add the errors of standing still on the commands ``policy_obs`` shows."""
+        command = policy_obs[:, self._command].astype(np.float64)
+        self._sums[_LIN_VEL] += np.linalg.norm(command[:, :2], axis=1)
+        self._sums[_ANG_VEL] += np.abs(command[:, 2])
+
+    def end_episodes(self, ids: np.ndarray, lengths: np.ndarray, counted: np.ndarray) -> None:
+        """Keep the means of the ``counted`` ones of the episodes ``ids`` ended; start anew."""
+        for name, sums in self._sums.items():
+            self._means[name].append((sums[ids] / lengths)[counted])
+            sums[ids] = 0.0
+
+    def episode_means(self) -> dict[str, np.ndarray]:
+        return {name: np.concatenate(parts) for name, parts in self._means.items()}
 
 
 def _films(record: FrameRecording, step: int, frames: int) -> bool:

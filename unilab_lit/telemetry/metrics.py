@@ -35,6 +35,9 @@ EVAL_MEAN_REWARD = "Eval/mean_reward"
 EVAL_MEAN_EPISODE_LENGTH = "Eval/mean_episode_length"
 EVAL_REWARD_TERM = "Eval/rew_{term}"
 EVAL_METRIC = "Eval/{name}"
+# A joystick task's Eval/<tracking error> as a multiple of standing still's on the same commands
+# (unilab_lit.envs.policy_episodes.run_episodes), e.g. Eval/tracking_error_lin_vel_vs_standing.
+EVAL_METRIC_VS_STANDING_STILL = "Eval/{name}_vs_standing"
 EVAL_VIDEO = "Eval/video"
 
 # Throughput.
@@ -93,6 +96,12 @@ def episode_metric(name: str) -> str:
 def eval_metric(name: str) -> str:
     """Key under which the evaluation's mean of one per-episode metric is logged."""
     return EVAL_METRIC.format(name=name)
+
+
+def eval_metric_vs_standing_still(name: str) -> str:
+    """Key under which the evaluation's mean of one tracking error, as a multiple of standing
+    still's, is logged."""
+    return EVAL_METRIC_VS_STANDING_STILL.format(name=name)
 
 
 def eval_reward_term(term: str) -> str:
