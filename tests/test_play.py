@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from tests.conftest import REPO
-from unilab_lit.app.play import PlayOutputs, main, play
+from unilab_lit.app.play import PlayOutputs, main, play, tracking_report
 from unilab_lit.app.trained_run import load_trained_run
-from unilab_lit.envs.policy_episodes import run_episodes
+from unilab_lit.envs.joystick import TRACKING_METRICS
+from unilab_lit.envs.policy_episodes import EpisodeResults, run_episodes
 from unilab_lit.telemetry import video
 
 EPISODE_STEPS = 500  # CartpoleSwingup's time limit
@@ -181,6 +182,22 @@ def test_play_stochastic_runs_the_sampling_policy(appo_cartpole_run, capsys):
                    "--num_envs", "2", "--episodes", "2", "--stochastic"])  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0 and "(stochastic)" in out
+    assert "tracking error" not in out  # not a joystick task
+
+
+def test_tracking_report_gives_each_error_as_a_multiple_of_standing_stills():
+    lin, yaw = TRACKING_METRICS
+    results = EpisodeResults(
+        returns=np.zeros(2),
+        lengths=np.full(2, 1000),
+        metrics={lin: np.array([0.2, 0.1]), yaw: np.array([0.3, 0.3])},
+        standing_still={lin: np.array([0.5, 0.3]), yaw: np.array([0.6, 0.6])},
+    )
+    assert tracking_report(results) == (
+        "lin tracking error 0.150 m/s (0.375x standing still's 0.400 m/s)\n"
+        "yaw tracking error 0.300 rad/s (0.500x standing still's 0.600 rad/s)\n"
+    )
+    assert tracking_report(EpisodeResults(np.zeros(1), np.ones(1))) == ""
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""``python -m unilab_lit.app.play --ckpt_path PATH``: run a trained policy, report its return, film it.
+"""``python -m unilab_lit.app.play --ckpt_path PATH``: run a trained policy, report its return
+(and on a joystick task its tracking errors against standing still's), film it.
 
 The task, the algorithm and its observation normaliser are rebuilt from the checkpoint (see
 :mod:`unilab_lit.app.trained_run`); frames are rendered offscreen (EGL, else OSMesa), so no display
@@ -21,6 +22,7 @@ from tqdm import tqdm
 
 from unilab_lit.app.cli_io import OutputError, check_output, checkpoint_parser, one_line
 from unilab_lit.app.trained_run import RunLoadError, TrainedRun, load_trained_run
+from unilab_lit.envs.joystick import TRACKING_METRICS
 from unilab_lit.envs.policy_episodes import (
     EpisodeResults,
     FrameRecording,
@@ -37,6 +39,8 @@ from unilab_lit.validation import check_arg
 DEFAULT_WIDTH = 320
 DEFAULT_HEIGHT = 240
 DEFAULT_FRAME_STRIDE = 5
+# How the report names each tracking error, and its unit.
+_TRACKING_LABELS = dict(zip(TRACKING_METRICS, (("lin", "m/s"), ("yaw", "rad/s")), strict=True))
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,23 @@ def play(
     return results
 
 
+def tracking_report(results: EpisodeResults) -> str:
+    """One line per tracking error of a joystick task's episodes: its mean and its multiple of
+    standing still's on the same commands (see :func:`~unilab_lit.envs.policy_episodes.run_episodes`),
+    e.g. ``lin tracking error 0.214 m/s (0.371x standing still's 0.577 m/s)``; empty on
+    another task."""
+    lines = []
+    for name, reference in results.standing_still.items():
+        label, unit = _TRACKING_LABELS[name]
+        ratio = results.vs_standing_still(name)
+        versus = "" if ratio is None else f"{ratio:.3f}x "
+        lines.append(
+            f"{label} tracking error {np.mean(results.metrics[name]):.3f} {unit} "
+            f"({versus}standing still's {np.mean(reference):.3f} {unit})\n"
+        )
+    return "".join(lines)
+
+
 def _frames_expected(episode_steps: int, num_envs: int, episodes: int, outputs: PlayOutputs) -> int:
     """Frames of env 0's episodes if none ends before its timeout (the progress bar's total)."""
     steps = math.ceil(episodes / num_envs) * episode_steps
@@ -159,7 +180,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = checkpoint_parser(
         "python -m unilab_lit.app.play",
         "Run a trained policy from its checkpoint; print its mean return and "
-        "episode length; optionally film env 0 (MP4, GIF) or write a PNG strip of its frames.",
+        "episode length (on a joystick task, its tracking errors as multiples of standing "
+        "still's); optionally film env 0 (MP4, GIF) or write a PNG strip of its frames.",
     )
     parser.add_argument("--num_envs", type=int, default=16, help="envs stepped together")
     parser.add_argument("--episodes", type=int, default=16, help="episodes to run in all")
@@ -255,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"mean episode length {results.mean_length:.1f} over {len(results.returns)} "
         f"episodes ({mode})\n"
     )
+    sys.stdout.write(tracking_report(results))
     for label, path in (("video", outputs.video), ("gif", outputs.gif), ("strip", outputs.strip)):
         if path is not None:
             sys.stdout.write(f"{label}: {path} ({results.frames_recorded} frames recorded)\n")
