@@ -16,6 +16,7 @@ N = 4
 ALL = DomainRandomization(
     friction_range=(0.4, 1.2),
     base_mass_offset_range=(-1.0, 2.0),
+    base_com_x_offset_range=(-0.05, 0.05),
     motor_strength_range=(0.8, 1.2),
     push_interval_s=0.1,
     push_velocity=0.5,
@@ -102,6 +103,23 @@ def test_base_mass_offset_changes_the_trunk_mass_per_env_and_its_derived_constan
     assert _expanded(env) - {"body_mass"} <= _set_const_fields(env.model, trunk)
     np.testing.assert_allclose(
         env.batch.expanded("body_subtreemass")[:, 0], env.model.body_subtreemass[0] + offset
+    )
+
+
+def test_base_com_x_offset_moves_the_trunk_centre_of_mass_forward_per_env_only():
+    env = _env(DomainRandomization(base_com_x_offset_range=(-0.05, 0.05)))
+    env.reset()
+    trunk = env.model.body("trunk").id
+    ipos = env.batch.expanded("body_ipos")
+    offset = env.randomization_values["com_x_offset"]
+    assert len(set(offset.tolist())) == N and np.all(np.abs(offset) <= 0.05)
+    np.testing.assert_allclose(ipos[:, trunk, 0], env.model.body_ipos[trunk, 0] + offset)
+    np.testing.assert_array_equal(
+        ipos[:, trunk, 1:], np.broadcast_to(env.model.body_ipos[trunk, 1:], (N, 2))
+    )
+    others = np.delete(ipos, trunk, axis=1)
+    np.testing.assert_array_equal(
+        others, np.broadcast_to(np.delete(env.model.body_ipos, trunk, axis=0), others.shape)
     )
 
 

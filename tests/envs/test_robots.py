@@ -93,7 +93,7 @@ def test_builds_from_a_model_dir_copy(
 @pytest.mark.parametrize(
     ("task", "defaults"),
     [
-        (Go1Joystick, {"action_scale_factor": 0.5, "gait_frequency": 2.0, "min_base_height": 0.0}),
+        (Go1Joystick, {"action_scale": 0.25, "gait_frequency": 2.0, "command_resample_steps": 0}),
         (G1Walk, {"action_scale_factor": 0.25, "gait_frequency": 1.25, "min_base_height": 0.45}),
     ],
 )
@@ -101,7 +101,7 @@ def test_each_robot_config_schema_carries_its_own_defaults(task, defaults):
     # What --print_config shows and a checkpoint saves: the robot's values, not the base's.
     init_args = TaskSpec.from_config({"class_path": task.__name__}).init_args
     assert {key: init_args[key] for key in defaults} == defaults
-    assert init_args["yaw_rate_range"] == (-1.0, 1.0)  # a default the robots share
+    assert init_args["max_tilt_deg"] == 60.0  # a default the robots share
     with pytest.raises(TypeError, match="no arguments \\['gait_hz'\\]"):
         robot_constructor(gait_hz=2.0)
 
@@ -121,7 +121,7 @@ def test_standing_keyframe_holds_under_zero_action(robot_models, task, seconds):
     so it sags past 5 cm at 0.86 s and topples at 1.37 s, as mjlab's own settings do; it stands
     at leg gains x8, not x4 (bench/zero_action_standing.py, docs/robots.md).
     """
-    env = task(num_envs=2, seed=1, reset_joint_noise=0.0)
+    env = task(num_envs=2, seed=1, reset_joint_noise=0.0, reset_base_velocity=0.0)
     env.reset(stagger=False)
     home_height = env.robot.home_qpos[2]
     for _ in range(round(seconds / env.spec.control_dt)):

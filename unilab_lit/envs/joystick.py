@@ -73,7 +73,8 @@ class JoystickEnv(BatchedMujocoEnv):
     ``tracking_ang_vel = exp(-(cmd_yaw - w_z)^2 / sigma)`` with body-frame velocities. The
     metrics ``tracking_error_lin_vel = |cmd_xy - v_xy|`` (m/s) and
     ``tracking_error_ang_vel = |cmd_yaw - w_z|`` (rad/s) are episode means. A command is drawn
-    uniformly from the ranges at each reset and every ``command_resample_steps`` steps.
+    uniformly from the ranges at each reset and every ``command_resample_steps`` steps (never
+    within an episode if 0).
 
     Args:
         model: The compiled model (free base first).
@@ -84,7 +85,8 @@ class JoystickEnv(BatchedMujocoEnv):
         num_actions: Width of the actions, each in ``[-1, 1]``.
         seed: Seed of resets, commands and the timeout stagger.
         num_threads: Threads stepping the physics.
-        command_resample_steps: Steps between command draws within an episode, >= 1.
+        command_resample_steps: Steps between command draws within an episode; 0 draws a
+            command at reset only.
         lin_vel_x_range: Forward velocity command range (m/s), low <= high.
         lin_vel_y_range: Lateral velocity command range (m/s), low <= high.
         yaw_rate_range: Yaw rate command range (rad/s), low <= high.
@@ -126,10 +128,10 @@ class JoystickEnv(BatchedMujocoEnv):
     ) -> None:
         name = type(self).__name__
         check_arg(
-            command_resample_steps >= 1,
+            command_resample_steps >= 0,
             f"{name}: command_resample_steps",
             command_resample_steps,
-            ">= 1",
+            ">= 0 (0: at reset only)",
         )
         ranges = {
             "lin_vel_x_range": lin_vel_x_range,
@@ -220,6 +222,8 @@ class JoystickEnv(BatchedMujocoEnv):
         # the new command the next action will be judged against.
         self._tracked_command[:] = self._command
         self._command_age += 1
+        if not self._command_resample_steps:
+            return
         due = np.flatnonzero(self._command_age >= self._command_resample_steps)
         if due.size:
             self._sample_commands(due, self._rng)

@@ -98,7 +98,7 @@ class QuadrupedJoystick(JoystickEnv):
         num_threads: Threads stepping the physics.
         max_episode_steps: Control steps per episode (0.02 s each).
         action_scale: Radians of joint-target offset per unit of action, > 0.
-        command_resample_steps: Steps between command draws within an episode, >= 1.
+        command_resample_steps: Steps between command draws within an episode; 0: at reset only.
         lin_vel_x_range: Forward velocity command range (m/s), low <= high.
         lin_vel_y_range: Lateral velocity command range (m/s), low <= high.
         yaw_rate_range: Yaw rate command range (rad/s), low <= high.

@@ -51,6 +51,8 @@ class DomainRandomization:
             get the one drawn value), uniform in ``(low, high)``, low > 0, drawn at each reset.
         base_mass_offset_range: Kilograms added to the base body's mass, uniform, drawn at each
             reset (its inertia is kept; the model's derived constants follow).
+        base_com_x_offset_range: Metres added to the x (forward) coordinate of the base body's
+            centre of mass, uniform, drawn at each reset (the seed's ``random_com``).
         motor_strength_range: Factor on each randomised actuator's force, uniform per actuator,
             drawn at each reset, low > 0. For a position actuator this scales kp (``gainprm``)
             and the matching ``biasprm`` terms (-kp, -kv), so it stays the same PD, stronger
@@ -71,6 +73,7 @@ class DomainRandomization:
 
     friction_range: Range | None = None
     base_mass_offset_range: Range | None = None
+    base_com_x_offset_range: Range | None = None
     motor_strength_range: Range | None = None
     push_interval_s: float = 0.0
     push_velocity: float = 0.0
@@ -80,6 +83,7 @@ class DomainRandomization:
     def __post_init__(self) -> None:
         _check_range("friction_range", self.friction_range, 0.0)
         _check_range("base_mass_offset_range", self.base_mass_offset_range, None)
+        _check_range("base_com_x_offset_range", self.base_com_x_offset_range, None)
         _check_range("motor_strength_range", self.motor_strength_range, 0.0)
         check_arg(
             self.push_interval_s >= 0, "randomization.push_interval_s", self.push_interval_s, ">= 0"
@@ -110,6 +114,7 @@ class DomainRandomization:
         on = {
             "friction": self.friction_range,
             "base_mass_offset": self.base_mass_offset_range,
+            "base_com_x_offset": self.base_com_x_offset_range,
             "motor_strength": self.motor_strength_range,
             "push": (
                 f"+-{self.push_velocity} m/s every {self.push_interval_s} s"
@@ -188,6 +193,7 @@ class Randomizer:
         needs_targets = (
             options.friction_range,
             options.base_mass_offset_range,
+            options.base_com_x_offset_range,
             options.motor_strength_range,
             options.pushes or None,
         )
@@ -202,6 +208,7 @@ class Randomizer:
         self._targets = targets
         self._friction = np.ones(n)
         self._mass_offset = np.zeros(n)
+        self._com_offset = np.zeros(n)
         num_actuators = 0 if targets is None else len(targets.actuators)
         self._strength = np.ones((n, num_actuators))
         self._delayed = np.zeros(n, dtype=bool)
@@ -236,6 +243,7 @@ class Randomizer:
                     )
             self._nominal_friction = model.geom_friction[geoms, 0].copy()
             self._nominal_mass = float(model.body_mass[self._base])
+            self._nominal_com_x = float(model.body_ipos[self._base, 0])
             self._nominal_gain = model.actuator_gainprm[self._actuators, 0].copy()
             self._nominal_bias = model.actuator_biasprm[self._actuators, 0:3].copy()
         # Expanded once, here: a field is shared by every simulation until then.
@@ -244,6 +252,9 @@ class Randomizer:
         )
         self._mass_field = (
             batch.expand("body_mass") if options.base_mass_offset_range is not None else None
+        )
+        self._com_field = (
+            batch.expand("body_ipos") if options.base_com_x_offset_range is not None else None
         )
         if options.motor_strength_range is not None:
             self._gain_field = batch.expand("actuator_gainprm")
@@ -260,6 +271,8 @@ class Randomizer:
             self._friction[env_ids] = rng.uniform(*options.friction_range, k)
         if options.base_mass_offset_range is not None:
             self._mass_offset[env_ids] = rng.uniform(*options.base_mass_offset_range, k)
+        if options.base_com_x_offset_range is not None:
+            self._com_offset[env_ids] = rng.uniform(*options.base_com_x_offset_range, k)
         if options.motor_strength_range is not None:
             shape = (k, self._strength.shape[1])
             self._strength[env_ids] = rng.uniform(*options.motor_strength_range, shape)
@@ -274,9 +287,14 @@ class Randomizer:
             self._friction_field[np.ix_(env_ids, self._geoms, [0])] = self._friction[
                 env_ids, None, None
             ]
+        if self._com_field is not None:
+            self._com_field[env_ids, self._base, 0] = (
+                self._nominal_com_x + self._com_offset[env_ids]
+            )
         if self._mass_field is not None:
             self._mass_field[env_ids, self._base] = self._nominal_mass + self._mass_offset[env_ids]
-            # Subtree masses, inverse weights and the like are derived from body_mass.
+        if self._mass_field is not None or self._com_field is not None:
+            # Subtree masses, inverse weights and the like are derived from the body's inertia.
             self._batch.set_const(env_ids)
         if self.options.motor_strength_range is not None:
             scale = self._strength[env_ids]
@@ -319,6 +337,7 @@ class Randomizer:
         return {
             "friction": self._friction.copy(),
             "mass_offset": self._mass_offset.copy(),
+            "com_x_offset": self._com_offset.copy(),
             "motor_strength": self._strength.copy(),
             "delayed": self._delayed.copy(),
             "pending_ctrl": self._pending_ctrl.copy(),
@@ -333,6 +352,7 @@ class Randomizer:
         """Take over saved values and write them into the model fields."""
         self._friction[:] = state["friction"]
         self._mass_offset[:] = state["mass_offset"]
+        self._com_offset[:] = state["com_x_offset"]
         self._strength[:] = state["motor_strength"]
         self._delayed[:] = state["delayed"]
         self._pending_ctrl[:] = state["pending_ctrl"]
@@ -341,10 +361,11 @@ class Randomizer:
 
     @property
     def values(self) -> dict[str, np.ndarray]:
-        """The per-env values in force (copies): friction, base mass offset, motor strength and
-        whether the episode runs with action delay."""
+        """The per-env values in force (copies): friction, base mass and centre-of-mass offsets,
+        motor strength and whether the episode runs with action delay."""
         state = self.state_dict()
-        return {key: state[key] for key in ("friction", "mass_offset", "motor_strength", "delayed")}
+        keys = ("friction", "mass_offset", "com_x_offset", "motor_strength", "delayed")
+        return {key: state[key] for key in keys}
 
     @staticmethod
     def _noise_scale_of(

@@ -36,14 +36,20 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from unilab_lit.envs.base import Obs
 from unilab_lit.envs.joystick import GRAVITY_DIR, JoystickEnv, rotate_to_body, up_z
 from unilab_lit.envs.randomization import DomainRandomization, RandomizationTargets
-from unilab_lit.envs.robots.model import RobotDescription, RobotModel, build_robot
+from unilab_lit.envs.robots.model import (
+    PDGains,
+    RobotDescription,
+    RobotModel,
+    build_robot,
+    with_pd_gains,
+)
 from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.symmetry import Mirror, MirrorSpec, axis_flips, joint_mirror
 from unilab_lit.validation import check_arg
@@ -84,26 +90,37 @@ class LeggedRobotEnv(JoystickEnv):
         model_dir: A local copy of the robot's MuJoCo Menagerie folder; default: the models
             fetched into the user cache (``python -m unilab_lit.envs.robots fetch``).
         max_episode_steps: Control steps per episode (0.02 s each).
-        action_scale_factor: Fraction of each motor's peak torque a unit action asks at rest, > 0.
-        command_resample_steps: Steps between command draws within an episode, >= 1.
+        action_scale_factor: Fraction of each motor's peak torque a unit action asks at rest, > 0;
+            unused when ``action_scale`` is given.
+        action_scale: Joint-target offset (rad) of a unit action, the same for every joint, > 0;
+            ``None``: from ``action_scale_factor`` and the motor figures.
+        pd_gains: One kp, kd, armature, passive damping and friction for every joint;
+            ``None``: each joint's motor figures (see :mod:`unilab_lit.envs.robots.model`).
+        command_resample_steps: Steps between command draws within an episode; 0 draws a
+            command at reset only.
         lin_vel_x_range: Forward velocity command range (m/s).
         lin_vel_y_range: Lateral velocity command range (m/s).
         yaw_rate_range: Yaw rate command range (rad/s).
         tracking_sigma: Width (squared units) of the exponential tracking rewards, > 0.
         reward_weights: Overrides of ``DEFAULT_REWARD_WEIGHTS`` by term name.
         reset_joint_noise: Half-width (rad) of the uniform noise on the initial joint angles.
+        reset_base_velocity: Half-width of the uniform noise on the base's six initial
+            velocities (m/s, rad/s), >= 0.
         gait_frequency: Cycles per second of the gait clock in the observation, > 0.
         feet_air_time_target: Air time (s) above which a touchdown is rewarded.
         base_height_target: Base height (m) the ``base_height`` term pulls towards.
+        swing_height_target: Foot height (m) the swing terms reward in a foot's swing phase.
         min_base_height: Base height (m) below which an episode terminates.
         max_tilt_deg: Tilt from upright (degrees) at or beyond which an episode terminates,
             in (0, 180].
-        randomization: Domain randomisation per env (off by default; see
-            :mod:`unilab_lit.envs.randomization`): friction of the floor and the robot's
-            geoms, base (trunk / pelvis) mass, every motor's strength, pushes of the base,
-            noise on the policy observation by term (``ang_vel``, ``projected_gravity``,
-            ``joint_pos``, ``joint_vel``, ``last_action``, ``command``, ``gait_phase``) and
-            one step of action delay.
+        randomization: Domain randomisation per env (see
+            :mod:`unilab_lit.envs.randomization`): a preset by name from
+            ``RANDOMIZATION_PRESETS`` (``seed``: the seed project's; ``sim2real``: ours, for a
+            policy meant for hardware), explicit options (friction of the floor and the robot's
+            geoms, base (trunk / pelvis) mass and centre of mass, every motor's strength,
+            pushes of the base, noise on the policy observation by term (``ang_vel``,
+            ``projected_gravity``, ``joint_pos``, ``joint_vel``, ``last_action``, ``command``,
+            ``gait_phase``) and one step of action delay) or ``None`` (off).
 
     The arguments without a default here get one from each robot (:func:`robot_constructor`).
 
@@ -117,6 +134,8 @@ class LeggedRobotEnv(JoystickEnv):
     GAIT_PHASE_OFFSETS: ClassVar[tuple[float, ...]]
     UPRIGHT_BODY: ClassVar[str]
     FOOT_CONTACT_HEIGHT: ClassVar[float]
+    FOOT_CYCLE_OFFSETS: ClassVar[tuple[float, ...]]
+    RANDOMIZATION_PRESETS: ClassVar[Mapping[str, DomainRandomization]]
 
     def __init__(
         self,
@@ -127,6 +146,8 @@ class LeggedRobotEnv(JoystickEnv):
         model_dir: str | None = None,
         max_episode_steps: int = 1000,
         action_scale_factor: float,
+        action_scale: float | None = None,
+        pd_gains: PDGains | None = None,
         command_resample_steps: int = 500,
         lin_vel_x_range: tuple[float, float],
         lin_vel_y_range: tuple[float, float] = (-0.5, 0.5),
@@ -134,22 +155,34 @@ class LeggedRobotEnv(JoystickEnv):
         tracking_sigma: float = 0.25,
         reward_weights: Mapping[str, float] | None = None,
         reset_joint_noise: float,
+        reset_base_velocity: float = 0.0,
         gait_frequency: float,
         feet_air_time_target: float,
         base_height_target: float,
+        swing_height_target: float = 0.1,
         min_base_height: float,
         max_tilt_deg: float = 60.0,
-        randomization: DomainRandomization | None = None,
+        randomization: DomainRandomization | Literal["seed", "sim2real"] | None = None,
     ) -> None:
         name = type(self).__name__
         check_arg(
             action_scale_factor > 0, f"{name}: action_scale_factor", action_scale_factor, "> 0"
         )
+        check_arg(
+            action_scale is None or action_scale > 0, f"{name}: action_scale", action_scale, "> 0"
+        )
         check_arg(reset_joint_noise >= 0, f"{name}: reset_joint_noise", reset_joint_noise, ">= 0")
+        check_arg(
+            reset_base_velocity >= 0, f"{name}: reset_base_velocity", reset_base_velocity, ">= 0"
+        )
+        if isinstance(randomization, str):
+            randomization = self.RANDOMIZATION_PRESETS[randomization]
         check_arg(gait_frequency > 0, f"{name}: gait_frequency", gait_frequency, "> 0")
         check_arg(0 < max_tilt_deg <= 180, f"{name}: max_tilt_deg", max_tilt_deg, "in (0, 180]")
 
         robot = build_robot(self.ROBOT, model_dir)
+        if pd_gains is not None:
+            robot = with_pd_gains(robot, pd_gains)
         joints = len(robot.joint_names)
         layout = (
             ("ang_vel", 3),
@@ -188,7 +221,11 @@ class LeggedRobotEnv(JoystickEnv):
         self.floor_geom_id = robot.floor_geom_id
         self.joint_names = robot.joint_names
         self.default_joint_pos = robot.default_joint_pos
-        self.action_scale = action_scale_factor * robot.effort_limit / robot.stiffness
+        self.action_scale = (
+            action_scale_factor * robot.effort_limit / robot.stiffness
+            if action_scale is None
+            else np.full(joints, action_scale)
+        )
         self.actuator_ids = robot.actuator_ids
         self.stiffness = robot.stiffness
         self.damping = robot.damping
@@ -198,10 +235,13 @@ class LeggedRobotEnv(JoystickEnv):
         self._qpos_adr = robot.joint_qpos_adr
         self._dof_adr = robot.joint_dof_adr
         self._reset_joint_noise = reset_joint_noise
-        self._phase_rate = 2.0 * np.pi * gait_frequency * self.spec.control_dt
+        self._reset_base_velocity = reset_base_velocity
+        self._cycles_per_step = gait_frequency * self.spec.control_dt
+        self._phase_rate = 2.0 * np.pi * self._cycles_per_step
         self._phase_offsets = np.array(self.GAIT_PHASE_OFFSETS)
         self._air_time_target = feet_air_time_target
         self._base_height_target = base_height_target
+        self._swing_height_target = swing_height_target
         self._min_base_height = min_base_height
         self._min_up_z = float(np.cos(np.deg2rad(max_tilt_deg)))
         self._upright_body = robot.model.body(self.UPRIGHT_BODY).id
@@ -216,6 +256,7 @@ class LeggedRobotEnv(JoystickEnv):
         self._feet_contact = np.zeros((num_envs, feet), dtype=bool)
         self._touchdown_air_time = np.zeros((num_envs, feet))
         self._feet_speed_sq = np.zeros((num_envs, feet))
+        self._foot_cycles = np.zeros((num_envs, feet))
 
     # ------------------------------------------------------------------ hooks
 
@@ -239,6 +280,13 @@ class LeggedRobotEnv(JoystickEnv):
         self._touchdown_air_time = np.where(touchdown, self._feet_air_time, 0.0)
         self._feet_air_time[contact] = 0.0
         self._feet_contact = contact
+        self._foot_cycles = self._foot_cycles_at(self._elapsed)
+
+    def _foot_cycles_at(self, elapsed: np.ndarray) -> np.ndarray:
+        """``[N, feet]``: where each foot is in its gait cycle, in [0, 1), at episode step
+        ``elapsed`` (the clock the policy sees, offset by ``FOOT_CYCLE_OFFSETS``)."""
+        cycles = self._cycles_per_step * elapsed[:, None] + np.asarray(self.FOOT_CYCLE_OFFSETS)
+        return np.mod(cycles, 1.0)
 
     def _compute_obs(self) -> Obs:
         gyro_adr = self.robot.gyro_adr
@@ -280,6 +328,9 @@ class LeggedRobotEnv(JoystickEnv):
         qpos[:, self._qpos_adr] += rng.uniform(-noise, noise, (n, self._qpos_adr.size))
         self.qpos[env_ids] = qpos
         self.qvel[env_ids] = 0.0
+        kick = self._reset_base_velocity
+        if kick > 0:
+            self.qvel[env_ids, 0:6] = rng.uniform(-kick, kick, (n, 6))
         self._feet_air_time[env_ids] = 0.0
         self._feet_contact[env_ids] = True
         self._reset_commands(env_ids, rng)
@@ -320,6 +371,9 @@ class LeggedRobotEnv(JoystickEnv):
 
     def _term_feet_slip(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
         return np.sum(self._feet_speed_sq * self._feet_contact, axis=1)
+
+    def _term_similar_to_default(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
+        return np.sum(np.abs(self.qpos[:, self._qpos_adr] - self.default_joint_pos), axis=1)
 
     def _term_dof_pos_limits(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
         q = self.qpos[:, self._qpos_adr]

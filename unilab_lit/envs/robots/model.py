@@ -11,6 +11,7 @@ solver cheap on CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from unilab_lit.envs.robots.assets import (
     how_to_repair,
     model_file,
 )
+from unilab_lit.validation import check_arg
 
 _NATURAL_FREQ = 2.0 * math.pi * 10.0  # rad/s
 _DAMPING_RATIO = 2.0
@@ -59,6 +61,34 @@ class Motor:
     def doubled(self) -> Motor:
         """Two of these motors driving one joint through a linkage (ankles, waist pitch/roll)."""
         return Motor(2.0 * self.armature, 2.0 * self.effort_limit)
+
+
+@dataclass(frozen=True)
+class PDGains:
+    """One set of PD gains for every joint, in place of the motor figures (the seed's style).
+
+    Args:
+        stiffness: Actuator kp (N m/rad), > 0.
+        damping: Actuator kd (N m s/rad), >= 0.
+        armature: Reflected rotor inertia of every joint (kg m^2), >= 0.
+        joint_damping: Passive joint damping (N m s/rad), >= 0, on top of ``damping``.
+        frictionloss: Dry joint friction (N m), >= 0.
+
+    Raises:
+        ValueError: If a figure is out of its range (the message names it).
+    """
+
+    stiffness: float
+    damping: float
+    armature: float
+    joint_damping: float = 0.0
+    frictionloss: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_arg(self.stiffness > 0, "pd_gains.stiffness", self.stiffness, "> 0")
+        for name in ("damping", "armature", "joint_damping", "frictionloss"):
+            value = getattr(self, name)
+            check_arg(value >= 0, f"pd_gains.{name}", value, ">= 0")
 
 
 def two_stage_planetary(rotor_inertias: Sequence[float], gears: Sequence[float]) -> float:
@@ -168,6 +198,30 @@ def build_robot(robot: RobotDescription, model_dir: str | None = None) -> RobotM
         raise RobotModelError(
             f"{robot.folder}: {path} is not a usable model ({reason}); {how_to_get(robot.folder)}"
         ) from None
+
+
+def with_pd_gains(robot: RobotModel, gains: PDGains) -> RobotModel:
+    """``robot`` with ``gains`` on every actuated joint (its model is edited in place).
+
+    The effort limits stay the motors'; the returned per-joint arrays show the new figures.
+    """
+    model = robot.model
+    ids = robot.actuator_ids
+    model.actuator_gainprm[ids, 0] = gains.stiffness
+    model.actuator_biasprm[ids, 1] = -gains.stiffness
+    model.actuator_biasprm[ids, 2] = -gains.damping
+    model.dof_armature[robot.joint_dof_adr] = gains.armature
+    model.dof_damping[robot.joint_dof_adr] = gains.joint_damping
+    model.dof_frictionloss[robot.joint_dof_adr] = gains.frictionloss
+    mujoco.mj_setConst(model, mujoco.MjData(model))
+    joints = len(robot.joint_names)
+    # The joint's own damping and friction model the hardware; a deployment sets kp and kd.
+    return dataclasses.replace(
+        robot,
+        stiffness=np.full(joints, gains.stiffness),
+        damping=np.full(joints, gains.damping),
+        armature=np.full(joints, gains.armature),
+    )
 
 
 def _compile(spec: mujoco.MjSpec, robot: RobotDescription) -> RobotModel:
