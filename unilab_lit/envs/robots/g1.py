@@ -77,6 +77,8 @@ class G1Walk(LeggedRobotEnv):
     GAIT_PHASE_OFFSETS = (0.0,)
     UPRIGHT_BODY = "torso_link"
     FOOT_CONTACT_HEIGHT = 0.01
+    # Left foot, right foot: half a cycle apart.
+    FOOT_CYCLE_OFFSETS = (0.0, 0.5)
     DEFAULT_REWARD_WEIGHTS = DEFAULT_REWARD_WEIGHTS
 
     __init__ = robot_constructor(
