@@ -17,10 +17,12 @@ from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
+from unilab_lit.envs.joystick import TRACKING_METRICS
 from unilab_lit.envs.task_spec import TaskSpec
 from unilab_lit.telemetry import metrics
 
 TASK_KWARGS = {"max_episode_steps": 20}
+CARTPOLE = TaskSpec("CartpoleSwingup", TASK_KWARGS)
 
 
 def _fit(
@@ -30,10 +32,11 @@ def _fit(
     checkpoint: ModelCheckpoint,
     ckpt_path: Path | None = None,
     logger: Logger | list[Logger] | None = None,
+    task: TaskSpec = CARTPOLE,
 ) -> Trainer:
     seed_everything(0)
     data = RolloutDataModule(
-        CollectorOptions(TaskSpec("CartpoleSwingup", TASK_KWARGS), 8, learner_torch_threads=1),
+        CollectorOptions(task, 8, learner_torch_threads=1),
         num_steps=8,
     )
     spec = data.env_spec
@@ -102,6 +105,22 @@ def test_evaluator_logs_eval_metrics_and_clip_at_its_steps_and_feeds_model_check
     evaluated = [event.value for event in events.Scalars(metrics.EVAL_MEAN_REWARD)]
     assert float(best.best_model_score) == pytest.approx(max(evaluated))
     assert float(trainer.callback_metrics[metrics.EVAL_MEAN_REWARD]) == pytest.approx(evaluated[-1])
+
+
+def test_evaluator_logs_a_joystick_tasks_tracking_against_standing_still(tmp_path):
+    evaluator = PolicyEvaluator(every_n_steps=2, episodes=2, num_envs=2)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt")
+    task = TaskSpec("QuadrupedJoystick", TASK_KWARGS)
+    trainer = _fit(tmp_path, evaluator, max_steps=2, checkpoint=checkpoint, task=task)
+
+    events = _events(tmp_path)
+    for name in TRACKING_METRICS:
+        assert _steps(events, metrics.eval_metric(name)) == [1]
+        (ratio,) = events.Scalars(metrics.eval_metric_vs_standing_still(name))
+        # An untrained policy moves little: about standing still's error, on the same commands.
+        assert ratio.step == 1 and 0.5 < ratio.value < 2.0
+        logged = trainer.callback_metrics[metrics.eval_metric_vs_standing_still(name)]
+        assert float(logged) == pytest.approx(ratio.value)
 
 
 class _VideoLogger(CSVLogger):

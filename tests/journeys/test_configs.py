@@ -55,6 +55,15 @@ CONFIGS = [
     ("fast_sac_humanoid.yaml", OFFPOLICY_SIZES, False, _SLOW),
     ("fast_sac_g1.yaml", OFFPOLICY_SIZES, True, []),
 ]
+# Configs of a joystick task, whose play reports the tracking errors against standing still's.
+JOYSTICK = {
+    "appo_quadruped.yaml",
+    "appo_quadruped_2core.yaml",
+    "appo_go1.yaml",
+    "appo_g1.yaml",
+    "appo_go1_gpu.yaml",
+    "fast_sac_g1.yaml",
+}
 # Configs whose whole journey is slow but whose fit runs by default, so that every config with a
 # whole journey elsewhere still starts from the CLI in CI's default run.
 FIT_ONLY = ("appo_halfcheetah.yaml", "appo_quadruped_2core.yaml", "fast_sac.yaml")
@@ -125,6 +134,7 @@ def test_config_fits_resumes_plays_a_video_and_exports(config, sizes, robot, tmp
                 "--width", "64", "--height", "48", "--max_frames", "6"], tmp_path)  # fmt: skip
     assert succeeded(done), report(done)
     assert "mean return" in done.stdout, done.stdout
+    assert ("x standing still's" in done.stdout) == (config in JOYSTICK), done.stdout
     assert clip.read_bytes()[4:8] == b"ftyp", "not an MP4 file"
     assert not list(tmp_path.glob(".*partial")), "a partial clip was left"
 
