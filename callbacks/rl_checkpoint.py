@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pickle
 import random
 import shutil
 import uuid
@@ -32,15 +33,20 @@ log = logging.getLogger(__name__)
 _FLOAT32_BYTES = 4  # replay rows are packed float32
 
 
-def _sidecar_prefix() -> str:
-    # Under DDP every rank saves its own replay shard: "replay-rank<r>-step=<n>.bin".
+def _sidecar_prefix(rank: int | str | None = None) -> str:
+    # Under DDP every rank saves its own replay shard: "replay-rank<r>-step=<n>.bin"; ``rank``
+    # is this process's unless given ("*" globs every rank's).
     if distributed.is_distributed():
-        return f"replay-rank{distributed.global_rank()}"
+        return f"replay-rank{distributed.global_rank() if rank is None else rank}"
     return "replay"
 
 
 def _sidecar_name(step: int) -> str:
     return f"{_sidecar_prefix()}-step={step}.bin"
+
+
+def _sidecar_step(path: Path) -> int:
+    return int(path.stem.split("=")[1])
 
 
 class RLCheckpoint(Callback):
@@ -61,7 +67,10 @@ class RLCheckpoint(Callback):
       ``replay-rank<r>-step=<global_step>.bin``), written in chunks straight from
       shared memory (peak memory does not grow by the buffer's size) and loaded back into the
       new run's replay before the collector writes into it. Checkpoints of one step of one
-      run share one sidecar; the ``keep_replays`` newest are kept. A sidecar carries its run's
+      run share one sidecar; the ``keep_replays`` newest are kept, and a sidecar that no
+      checkpoint on disk names (its checkpoint was pruned, or a stop fell between the two
+      writes) is removed whatever ``keep_replays`` says: before each new sidecar is written,
+      at the end of ``fit`` and on an exception. A sidecar carries its run's
       id (one per ``fit``, the same on every rank) and step, and so does the checkpoint's
       record of it: a run that reaches step K writes its own step-K sidecar over whatever an
       earlier, killed run left under that name, and a resume refuses a sidecar whose id is
@@ -77,8 +86,8 @@ class RLCheckpoint(Callback):
         save_replay: Save and restore the data module's ``replay`` (off-policy data modules).
         replay_dir: Directory of the sidecars; ``None`` is ``<trainer.log_dir>/checkpoints``,
             where ``ModelCheckpoint`` writes by default.
-        keep_replays: Sidecars kept, newest first (>= 1). A checkpoint whose sidecar was
-            deleted cannot be resumed with its replay.
+        keep_replays: Sidecars kept, newest first (>= 1), of those that a checkpoint names. A
+            checkpoint whose sidecar was deleted cannot be resumed with its replay.
 
     Raises:
         ValueError: if ``keep_replays`` is smaller than 1.
@@ -170,6 +179,20 @@ class RLCheckpoint(Callback):
             _set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None
 
+    @override
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # After every callback's on_train_end: the last checkpoint is written, pruning is done.
+        if self.save_replay:
+            self._remove_orphan_sidecars(trainer)
+
+    @override
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        # A second Ctrl-C can land between a sidecar's write and its checkpoint's.
+        if self.save_replay:
+            self._remove_orphan_sidecars(trainer)
+
     # ------------------------------------------------------------------------------ replay
     def _sidecar_dir(self, trainer: Trainer) -> Path:
         if self.replay_dir is not None:
@@ -179,9 +202,16 @@ class RLCheckpoint(Callback):
     def _save_replay_sidecar(self, trainer: Trainer) -> dict[str, Any]:
         step = trainer.global_step
         # Checkpoints of one step (``last`` and a periodic one) hold the same replay; so does
-        # one at the step this run resumed from, before it trained.
-        if self._sidecar is not None and self._sidecar["step"] == step:
+        # one at the step this run resumed from, before it trained. Unless it was removed as an
+        # orphan in between (on an exception, before ``last`` was written at the stop step).
+        if (
+            self._sidecar is not None
+            and self._sidecar["step"] == step
+            and Path(self._sidecar["path"]).exists()
+        ):
             return self._sidecar
+        # Other ranks may be writing their shards of this step already.
+        self._remove_orphan_sidecars(trainer, writing_step=step)
         directory = self._sidecar_dir(trainer)
         path = directory / _sidecar_name(step)
         identity = {"run_id": self._run_id, "step": step}
@@ -194,12 +224,50 @@ class RLCheckpoint(Callback):
         return self._sidecar
 
     def _delete_old_sidecars(self, directory: Path) -> None:
-        def step(path: Path) -> int:
-            return int(path.stem.split("=")[1])
-
-        sidecars = sorted(directory.glob(f"{_sidecar_prefix()}-step=*.bin"), key=step)
+        sidecars = sorted(directory.glob(f"{_sidecar_prefix()}-step=*.bin"), key=_sidecar_step)
         for old in sidecars[: -self.keep_replays]:
             old.unlink()
+
+    def _remove_orphan_sidecars(self, trainer: Trainer, writing_step: int | None = None) -> None:
+        """Remove every rank's sidecars of the steps that no checkpoint on disk names.
+
+        Rank 0 alone decides: it alone writes checkpoints, and on several nodes it alone may see
+        them. ``writing_step``'s sidecars are kept: their checkpoint is being written.
+        """
+        if not trainer.is_global_zero:
+            return
+        named = self._steps_named_by_checkpoints(trainer)
+        if named is None:
+            return
+        for path in self._sidecar_dir(trainer).glob(f"{_sidecar_prefix('*')}-step=*.bin"):
+            step = _sidecar_step(path)
+            if step not in named and step != writing_step:
+                path.unlink(missing_ok=True)
+                log.info("removed replay sidecar %s: no checkpoint names it", path)
+
+    def _steps_named_by_checkpoints(self, trainer: Trainer) -> set[int] | None:
+        """The sidecar steps that the checkpoints on disk name; ``None`` if one is unreadable."""
+        # Lightning's public record of the checkpoint callbacks: their directories, where the
+        # sidecars may not be (``replay_dir``).
+        directories = {self._sidecar_dir(trainer)} | {
+            Path(callback.dirpath) for callback in trainer.checkpoint_callbacks if callback.dirpath
+        }
+        steps = set()
+        for path in {path for directory in directories for path in directory.glob("*.ckpt")}:
+            try:
+                # mmap: the tensors are not read.
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
+                log.warning(
+                    "no replay sidecar removed: checkpoint %s is unreadable (%s)", path, error
+                )
+                return None
+            record = checkpoint.get("callbacks", {}).get(self.state_key, {}).get("replay_file")
+            if record is not None:
+                steps.add(
+                    record["step"] if "step" in record else _sidecar_step(Path(record["name"]))
+                )
+        return steps
 
     def _load_replay_sidecar(self, trainer: Trainer, replay_file: dict[str, Any] | None) -> None:
         if replay_file is None:
