@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sys
 import warnings
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 import torch
 
 import unilab_lit
+from unilab_lit.app.export import ONNX_EXTRA_INSTALL
 from unilab_lit.app.export import main as export_main
 from unilab_lit.app.trained_run import load_trained_run
 from unilab_lit.envs.policy_episodes import policy_actions
@@ -68,3 +71,12 @@ def test_sampling_policy_differs_from_the_deterministic_one_and_exports_refuse_i
     for exported in ("policy.onnx", "policy.pt2"):
         with pytest.raises(ValueError, match="deterministic policy only"):
             unilab_lit.load_policy(tmp_path / exported, deterministic=False)
+
+
+def test_onnx_file_without_onnxruntime_is_refused_in_one_line_naming_the_extra(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime: ImportError
+    with pytest.raises(RuntimeError, match=re.escape(ONNX_EXTRA_INSTALL)) as refused:
+        unilab_lit.load_policy(tmp_path / "policy.onnx")
+    assert "needs onnxruntime" in str(refused.value) and "\n" not in str(refused.value)

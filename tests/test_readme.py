@@ -6,11 +6,13 @@ import os
 import re
 import subprocess
 import sys
+from importlib.metadata import requires
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from unilab_lit.app.export import ONNX_EXTRA_INSTALL
 from unilab_lit.app.export import main as export_main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -48,6 +50,14 @@ def test_readme_load_policy_example_acts_on_an_exported_policy(
     namespace: dict[str, object] = {"obs": np.zeros((4, 5), np.float32)}
     exec(compile(readme_example(README.read_text(), LOAD_POLICY), str(README), "exec"), namespace)
     assert namespace["actions"].shape == (4, 1)
+
+
+def test_readme_load_policy_example_names_the_extra_that_brings_onnxruntime() -> None:
+    extra = re.search(r'"\.\[(\w+)\]"', readme_example(README.read_text(), LOAD_POLICY))
+    assert extra is not None, "the load_policy example names no extra"
+    assert f'".[{extra[1]}]"' in ONNX_EXTRA_INSTALL  # and load_policy's error names it too
+    brought = [r for r in requires("unilab-lit") or [] if f'extra == "{extra[1]}"' in r]
+    assert any(r.startswith("onnxruntime") for r in brought), brought
 
 
 def test_ci_runs_the_readmes_test_command_in_a_fresh_virtualenv() -> None:

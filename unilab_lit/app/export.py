@@ -35,6 +35,8 @@ OUTPUT_NAME = "actions"
 PROGRAM_SUFFIX = ".pt2"
 METADATA_FILE = "metadata.json"
 """Name of the metadata in the ``.pt2`` archive (``torch.export.load(..., extra_files=...)``)."""
+# The extra (pyproject.toml) that brings onnx, to write the file, and onnxruntime, to run it.
+ONNX_EXTRA_INSTALL = 'pip install -e ".[onnx]"'
 
 # The env clips actions to its bounds and hands them to the task, which maps them to actuator
 # controls: for a MuJoCo task with the affine map it declares, for a gymnasium env as they are.
@@ -75,13 +77,15 @@ def export_policy(run: TrainedRun, onnx_path: Path, program_path: Path) -> dict[
     a failure leaves no partial file behind.
 
     Raises:
-        RuntimeError: If the ``onnx`` package is missing (``pip install onnx``).
+        RuntimeError: If the ``onnx`` package is missing (one line naming the ``onnx`` extra).
         OSError: If a file cannot be written.
     """
     try:
         import onnx
     except ImportError as err:
-        raise RuntimeError("ONNX export needs the onnx package: pip install onnx") from err
+        raise RuntimeError(
+            f"ONNX export needs the onnx package, which the onnx extra brings: {ONNX_EXTRA_INSTALL}"
+        ) from err
     metadata = policy_metadata(run)
     policy = run.model.inference_policy().eval()
     # Two rows: torch.export specialises a dimension of size 1, and the batch stays dynamic.

@@ -17,7 +17,12 @@ from typing import Any, overload
 import numpy as np
 import torch
 
-from unilab_lit.app.export import INPUT_NAME, METADATA_FILE, PROGRAM_SUFFIX
+from unilab_lit.app.export import (
+    INPUT_NAME,
+    METADATA_FILE,
+    ONNX_EXTRA_INSTALL,
+    PROGRAM_SUFFIX,
+)
 from unilab_lit.app.trained_run import load_trained_run
 from unilab_lit.envs.policy_episodes import policy_actions
 
@@ -88,7 +93,8 @@ def load_policy(path: str | Path, deterministic: bool = True) -> Policy:
     Raises:
         RunLoadError: If a checkpoint cannot be rebuilt into its run.
         ValueError: If ``deterministic=False`` is asked of an exported file.
-        RuntimeError: If an ONNX file is given and ``onnxruntime`` is missing.
+        RuntimeError: If an ONNX file is given and ``onnxruntime`` is missing (one line naming
+            the ``onnx`` extra).
     """
     path = Path(path)
     if path.suffix in (_ONNX, PROGRAM_SUFFIX):
@@ -112,7 +118,8 @@ def _onnx_policy(path: Path) -> Policy:
         import onnxruntime
     except ImportError as err:
         raise RuntimeError(
-            f"loading {str(path)!r} needs onnxruntime: pip install onnxruntime"
+            f"loading {str(path)!r} needs onnxruntime, which the onnx extra brings: "
+            f"{ONNX_EXTRA_INSTALL}"
         ) from err
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     metadata: dict[str, Any] = session.get_modelmeta().custom_metadata_map
