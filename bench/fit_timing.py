@@ -11,7 +11,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from callbacks import EnvStepBudget
+from unilab_lit.callbacks import EnvStepBudget
 from unilab_lit.collector.link import collector_link
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.telemetry import metrics

@@ -3,8 +3,8 @@
 Each panel shows the return against wall-clock (default) or against env steps. Reads each run's TensorBoard event file (``bench/returns.py --log-dir DIR`` keeps one; so does
 any ``fit`` with a TensorBoardLogger) with tensorboard's ``EventAccumulator`` and draws
 ``Train/mean_reward`` (the exploring policy's recent episodes) and, where the run logged it,
-``Eval/mean_reward`` (``callbacks.PolicyEvaluator``'s deterministic policy) against minutes
-since the run's first event, or against ``Train/learned_env_steps`` with ``--by env_steps``.
+``Eval/mean_reward`` (``unilab_lit.callbacks.PolicyEvaluator``'s deterministic policy) against
+minutes since the run's first event, or against ``Train/learned_env_steps`` with ``--by env_steps``.
 
     python bench/returns.py configs/appo.yaml --log-dir /tmp/appo-run
     python bench/plot_curves.py /tmp/appo-run /tmp/td3-run --labels appo.yaml fast_td3.yaml \

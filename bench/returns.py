@@ -2,10 +2,10 @@
 
 Runs ``python cli.py fit --config CONFIG`` as a subprocess with its TensorBoard logger pointed at
 a fresh directory, then reads the run's event file with tensorboard's ``EventAccumulator``.
-The run ends at the config's env-step budget (``callbacks.EnvStepBudget``), or at the one given
-by ``--env-steps``; ``--seconds`` adds a wall-clock limit (``--trainer.max_time``) and, without
-``--env-steps``, lifts the config's budget, so the clock is what stops the run. ``max_steps``,
-a safety cap in the configs, is lifted either way. It prints:
+The run ends at the config's env-step budget (``unilab_lit.callbacks.EnvStepBudget``), or at the one
+given by ``--env-steps``; ``--seconds`` adds a wall-clock limit (``--trainer.max_time``) and,
+without ``--env-steps``, lifts the config's budget, so the clock is what stops the run.
+``max_steps``, a safety cap in the configs, is lifted either way. It prints:
 
 - the curve: every logged ``Train/mean_reward`` (mean return of the collector's recent
   episodes) with the seconds since launch and ``Train/learned_env_steps`` (the env steps the
@@ -56,7 +56,7 @@ from unilab_lit.app.seeds import read_scalars, spread
 
 RETURN_KEY = "Train/mean_reward"
 ENV_STEPS_KEY = "Train/learned_env_steps"
-BUDGET_CLASS = "callbacks.EnvStepBudget"
+BUDGET_CLASS = "unilab_lit.callbacks.EnvStepBudget"
 # --smoke: a budget just past the first whole episodes of configs/appo.yaml (64 CartpoleSwingup
 # envs of 1000 steps), so that the run logs a return.
 SMOKE_ENV_STEPS = 70_000
@@ -72,7 +72,7 @@ def config_with_budget(config: str, env_steps: int | None, out_dir: str) -> str:
     """A copy of ``config`` in ``out_dir`` whose env-step budget is ``env_steps`` (none if None).
 
     The budget goes first in the callback list, so that the stopping iteration's counters are
-    logged (``callbacks.EnvStepBudget``'s docstring).
+    logged (``unilab_lit.callbacks.EnvStepBudget``'s docstring).
     """
     import yaml
 

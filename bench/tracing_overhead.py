@@ -1,4 +1,4 @@
-"""Cost of ``callbacks.Tracing``: the same APPO fit with and without it, in the same run.
+"""Cost of ``unilab_lit.callbacks.Tracing``: the same APPO fit with and without it, in the same run.
 
 Each round runs ``Trainer.fit`` of one config (default ``configs/appo.yaml``) twice, once
 plain and once with ``Tracing`` appended to its callbacks (the order alternates between
@@ -63,7 +63,7 @@ def fit(args: argparse.Namespace, traced: bool) -> dict:
     from fit_timing import FitMeter
     from lightning.pytorch.profilers import SimpleProfiler
 
-    from callbacks import Tracing
+    from unilab_lit.callbacks import Tracing
 
     with tempfile.TemporaryDirectory(prefix="tracing_overhead_") as log_dir:
         cli = _cli(args, log_dir)

@@ -31,10 +31,11 @@ class EnvStepBudget(Callback):
     the run, not of the resumed process; this callback keeps no state of its own. The check
     runs after every iteration, so a run ends within one iteration's env steps past the budget.
     The stop is Lightning's ``trainer.should_stop``: the iteration finishes, the epoch ends,
-    ``callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` and ``fit`` returns. A run
-    resumed with its budget already spent ends before its first iteration. The shipped configs
-    list it first: callbacks that log only when the loggers write (``EpisodeStatsMonitor``) then
-    see the stop in the same ``on_train_batch_end`` and log the last iteration's counters too.
+    ``unilab_lit.callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` and ``fit``
+    returns. A run resumed with its budget already spent ends before its first iteration. The
+    shipped configs list it first: callbacks that log only when the loggers write
+    (``EpisodeStatsMonitor``) then see the stop in the same ``on_train_batch_end`` and log the last
+    iteration's counters too.
 
     Args:
         max_env_steps: Env steps the learner trains on before training stops (>= 1).

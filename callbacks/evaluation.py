@@ -55,8 +55,8 @@ class PolicyEvaluator(Callback):
     values are broadcast, so every rank logs the same ``Eval/*`` and a checkpoint that monitors
     one decides the same on every rank; rank 0 writes the curves and the clips.
 
-    A stop request (``callbacks.InterruptGuard``, through the collector link) abandons the
-    evaluation running at that moment: nothing is logged for it and training stops.
+    A stop request (``unilab_lit.callbacks.InterruptGuard``, through the collector link) abandons
+    the evaluation running at that moment: nothing is logged for it and training stops.
 
     The schedule (next evaluation and video step) is in ``state_dict``, so a resumed run keeps it.
 

@@ -35,8 +35,8 @@ class InterruptGuard(Callback):
     reached; in one process the agreement is the flag itself.
 
     - **SIGINT** (Ctrl-C): training ends normally after the iteration;
-      ``callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` at that step (every
-      rank's collector state included), the data module stops the collector and unlinks its
+      ``unilab_lit.callbacks.StopCheckpoint(save_last=True)`` writes ``last.ckpt`` at that step
+      (every rank's collector state included), the data module stops the collector and unlinks its
       shared memory, and ``fit`` returns (exit status 0). A second SIGINT interrupts at once
       through Lightning's own path (which also stops the collector).
     - **SIGTERM** (a scheduler's preemption) and **SIGUSR1** (SLURM's

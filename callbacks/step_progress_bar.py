@@ -23,10 +23,10 @@ class StepProgressBar(TQDMProgressBar):
     ``137/300`` right after resuming at step 137 (``?`` only without ``max_steps``), and is
     labelled ``Iterations`` rather than by the epoch (a resumed run is not "Epoch 1"). After
     the counts it shows env steps, env-steps/s and the mean return (as
-    ``callbacks.EpisodeStatsMonitor`` logs them), not the logger's version. ``cli.py`` puts it
-    in place of Lightning's default bar; every argument is ``TQDMProgressBar``'s.
+    ``unilab_lit.callbacks.EpisodeStatsMonitor`` logs them), not the logger's version. ``cli.py``
+    puts it in place of Lightning's default bar; every argument is ``TQDMProgressBar``'s.
 
-    Under an env-step budget (``callbacks.EnvStepBudget``, whose share spent arrives in
+    Under an env-step budget (``unilab_lit.callbacks.EnvStepBudget``, whose share spent arrives in
     ``trainer.callback_metrics``) the total is the iteration the budget will be spent at, as
     the steps so far project it, so the ETA is the run's; ``max_steps`` is then only a cap.
     """

@@ -29,7 +29,7 @@ class StopCheckpoint(ModelCheckpoint):
     the stop step on every stop between iterations:
 
     - the end of training (``max_steps``, Ctrl-C, SIGTERM or SIGUSR1 through
-      ``callbacks.InterruptGuard``, early stopping);
+      ``unilab_lit.callbacks.InterruptGuard``, early stopping);
     - Lightning's ``SIGTERMException``, raised once the iteration during which SIGTERM arrived
       has finished (without ``InterruptGuard``; one process only, since the exception path
       gathers no per-rank state).

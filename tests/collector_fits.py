@@ -6,7 +6,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, Trainer
 
-from callbacks import ObsNormSync, WeightSync
+from unilab_lit.callbacks import ObsNormSync, WeightSync
 
 _QUIET = {
     "accelerator": "cpu",

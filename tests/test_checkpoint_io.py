@@ -15,7 +15,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 import unilab_lit.checkpoint_io as checkpoint_io
-from callbacks import StopCheckpoint
+from unilab_lit.callbacks import StopCheckpoint
 from unilab_lit.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
 
 _TMPFS_BYTES = 1 << 20

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from callbacks import ObsNormSync, WeightSync
 from tests.conftest import REPO
 from tests.journeys.cli_runs import Done, assert_no_leftovers, finish
 from unilab_lit.app.unilab_cli import UnilabCLI
+from unilab_lit.callbacks import ObsNormSync, WeightSync
 from unilab_lit.ipc import list_segments
 
 # A finished ``cli.py`` run (pid, exit status, output), as the journeys' helpers return it.
@@ -79,11 +79,14 @@ def test_shipped_configs_leave_the_sync_callbacks_to_the_data_module():
     for path in sorted((REPO / "configs").glob("*.yaml")):
         callbacks = yaml.safe_load(path.read_text())["trainer"].get("callbacks", [])
         listed = {callback["class_path"] for callback in callbacks}
-        assert not listed & {"callbacks.WeightSync", "callbacks.ObsNormSync"}, path.name
+        assert not listed & {
+            "unilab_lit.callbacks.WeightSync",
+            "unilab_lit.callbacks.ObsNormSync",
+        }, path.name
 
 
 def test_users_own_weight_sync_keeps_its_settings_and_only_obs_norm_sync_is_added(tmp_path):
-    mine = {"class_path": "callbacks.WeightSync", "init_args": {"every_n_steps": 2}}
+    mine = {"class_path": "unilab_lit.callbacks.WeightSync", "init_args": {"every_n_steps": 2}}
     config = _appo_config_with(tmp_path, [mine])
     args = ["fit", "--config", config, *SMOKE_OVERRIDES]
     cli = UnilabCLI(args=[*args, f"--trainer.logger.init_args.save_dir={tmp_path}"])

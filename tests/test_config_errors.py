@@ -10,6 +10,7 @@ from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.config_errors import (
     PREFIX,
     check_yaml_files,
+    class_path_suggestion,
     closest,
     config_files,
     moved,
@@ -114,6 +115,38 @@ def test_did_you_mean_is_a_typo_away_never_another_option():
         "; did you mean trainer.max_steps?"
     )
     assert closest("learning_rate", ["min_learning_rate", "max_learning_rate"]) == ""
+
+
+@pytest.mark.parametrize(
+    ("option", "class_path", "name"),
+    [
+        ("--model.class_path=", "unilab_lit.algos.appo.APOO", "APPO"),
+        ("--model.class_path=", "unilab_lit.algos.apo.APPO", "appo"),
+        (
+            "--trainer.callbacks+=",
+            "lightning.pytorch.callbacks.LearningRateMonitr",
+            "LearningRateMonitor",
+        ),
+    ],
+    ids=["model", "model-module", "callback"],
+)
+def test_misspelled_class_path_names_the_key_and_the_closest_name_in_its_module(
+    option, class_path, name
+):
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(
+            args=["fit", "--config", str(REPO / "configs" / "appo.yaml"), option + class_path]
+        )
+    key = option.strip("-+=").removesuffix(".class_path")
+    assert str(refused.value) == (
+        f"{PREFIX}{key}: class_path {class_path!r} does not import; did you mean {name}?"
+    )
+
+
+def test_class_path_suggestion_is_empty_where_the_path_imports_or_no_name_is_close():
+    assert class_path_suggestion("unilab_lit.algos.appo.APPO") == ""
+    assert class_path_suggestion("unilab_lit.algos.appo.Unrelated") == ""
+    assert class_path_suggestion("no_such_package.Task") == ""
 
 
 def test_appo_gamma_is_not_a_moved_key():

@@ -50,7 +50,10 @@ def test_key_path_is_left_out_when_the_argument_is_ambiguous():
     owned = {
         "trainer": {
             "callbacks": [
-                {"class_path": "callbacks.RLCheckpoint", "init_args": {"keep_replays": 0}}
+                {
+                    "class_path": "unilab_lit.callbacks.RLCheckpoint",
+                    "init_args": {"keep_replays": 0},
+                }
             ]
         }
     }

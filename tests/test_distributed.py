@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from callbacks.episode_stats import job_values
 from tests.distributed import gloo_workers
 from unilab_lit import distributed
+from unilab_lit.callbacks.episode_stats import job_values
 from unilab_lit.telemetry import metrics
 
 CASES = ["appo", "fast_td3", "fast_sac", "fast_td3+nan"]

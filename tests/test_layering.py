@@ -19,7 +19,7 @@ FLOORS = {
     "unilab_lit.ipc": 2,
     "unilab_lit.nn": 2,
     "unilab_lit.collector": 3,
-    "callbacks": 4,
+    "unilab_lit.callbacks": 4,
     "unilab_lit.data": 5,
     "unilab_lit.algos": 6,
     "unilab_lit.app": 7,
@@ -28,6 +28,9 @@ FLOORS = {
 # The package itself is the public face (``unilab_lit.load_policy``): it may name the top floor,
 # lazily, since every collector child imports it (tests/collector/test_import_light.py).
 PUBLIC_FACE = "unilab_lit"
+# The top-level callbacks/ folder is the package unilab_lit.callbacks (pyproject.toml); a
+# top-level ``callbacks`` is a user's own module, never the library's.
+CALLBACKS_FOLDER, CALLBACKS_PACKAGE = "callbacks", "unilab_lit.callbacks"
 
 
 def _floor(module: str) -> int | None:
@@ -42,6 +45,8 @@ def _floor(module: str) -> int | None:
 
 def _module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[0] == CALLBACKS_FOLDER:
+        parts = [*CALLBACKS_PACKAGE.split("."), *parts[1:]]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -61,9 +66,10 @@ def _imports(tree: ast.Module, package: str) -> list[tuple[int, str]]:
 
 
 def upward_imports(root: Path = REPO) -> list[str]:
-    """``"file:line imports name (floor a -> b)"`` for every import that runs up a floor."""
+    """``"file:line imports name (floor a -> b)"`` for every import that runs up a floor, and
+    every import of the callbacks by their folder's name instead of the package's."""
     modules = sorted((root / "unilab_lit").rglob("*.py")) + sorted(
-        (root / "callbacks").glob("*.py")
+        (root / CALLBACKS_FOLDER).glob("*.py")
     )
     offences = []
     for path in modules:
@@ -71,9 +77,12 @@ def upward_imports(root: Path = REPO) -> list[str]:
         own = max(FLOORS.values()) if name == PUBLIC_FACE else _floor(name)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for line, imported in _imports(ast.parse(path.read_text(), str(path)), package):
+            where = path.relative_to(root)
+            if imported.split(".")[0] == CALLBACKS_FOLDER:
+                offences.append(f"{where}:{line} imports {imported} (not {CALLBACKS_PACKAGE})")
+                continue
             floor = _floor(imported)
             if floor is not None and floor > own:
-                where = path.relative_to(root)
                 offences.append(f"{where}:{line} imports {imported} (floor {own} -> {floor})")
     return offences
 
@@ -89,6 +98,10 @@ def test_the_check_names_the_file_and_the_import_that_runs_up(tmp_path):
         "def build():\n    from unilab_lit.app.config_errors import closest\n"
     )
     (tmp_path / "callbacks" / "sync.py").write_text("from unilab_lit.collector import link\n")
+    (tmp_path / "callbacks" / "budget.py").write_text("from unilab_lit.data import base\n")
+    (tmp_path / "unilab_lit" / "envs" / "stats.py").write_text("from callbacks import sync\n")
     assert upward_imports(tmp_path) == [
-        "unilab_lit/envs/task.py:2 imports unilab_lit.app.config_errors.closest (floor 2 -> 7)"
+        "unilab_lit/envs/stats.py:1 imports callbacks.sync (not unilab_lit.callbacks)",
+        "unilab_lit/envs/task.py:2 imports unilab_lit.app.config_errors.closest (floor 2 -> 7)",
+        "callbacks/budget.py:1 imports unilab_lit.data.base (floor 4 -> 5)",
     ]

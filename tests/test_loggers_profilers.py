@@ -12,10 +12,10 @@ import yaml
 from lightning.pytorch import Callback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from callbacks import EpisodeStatsMonitor
 from tests.collector_fits import collector_trainer, tiny_appo
 from tests.test_cli import SMOKE_OVERRIDES, assert_no_leftovers, run_cli
 from unilab_lit.app.unilab_cli import UnilabCLI
+from unilab_lit.callbacks import EpisodeStatsMonitor
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.task_spec import TaskSpec
@@ -96,9 +96,9 @@ OFFPOLICY_CONFIG = {
         "logger": False,
         "enable_checkpointing": False,
         "callbacks": [
-            {"class_path": "callbacks.WeightSync"},
-            {"class_path": "callbacks.ObsNormSync"},
-            {"class_path": "callbacks.EpisodeStatsMonitor"},
+            {"class_path": "unilab_lit.callbacks.WeightSync"},
+            {"class_path": "unilab_lit.callbacks.ObsNormSync"},
+            {"class_path": "unilab_lit.callbacks.EpisodeStatsMonitor"},
         ],
     },
     "model": {

@@ -1,4 +1,6 @@
-"""A non-editable install: the ``unilab-lit`` console script, the shipped configs, the license."""
+"""Installs: the ``unilab-lit`` console script, the shipped configs and the license of a wheel;
+the callbacks as ``unilab_lit.callbacks`` (no top-level ``callbacks``) in a wheel and an editable
+install alike."""
 
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ def _site_packages(env_dir: Path) -> Path:
     return env_dir / "lib" / version / "site-packages"
 
 
-def _installed_venv(tmp_path: Path) -> Path:
+def _installed_venv(tmp_path: Path, editable: bool = False) -> Path:
+    """A virtualenv with the project installed from a copy of this checkout (as a wheel, or
+    ``pip install -e``)."""
     source = tmp_path / "source"
     source.mkdir()
     for name in _SOURCES:
@@ -43,7 +47,7 @@ def _installed_venv(tmp_path: Path) -> Path:
     )
     subprocess.run(
         [env_dir / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps",
-         "--no-build-isolation", "--no-index", str(source)],
+         "--no-build-isolation", "--no-index", *(["-e"] if editable else []), str(source)],
         check=True, capture_output=True, timeout=240,
     )  # fmt: skip
     return env_dir
@@ -77,3 +81,28 @@ def test_installed_console_script_finds_a_shipped_config_by_name_from_an_empty_d
         (env_dir / "lib").glob("python*/site-packages/unilab_lit-*.dist-info/**/LICENSE")
     )
     assert licenses and "Apache License" in licenses[0].read_text()
+
+    # The callbacks are unilab_lit.callbacks: the wheel holds no top-level package of that name.
+    (record,) = _site_packages(env_dir).glob("unilab_lit-*.dist-info/RECORD")
+    files = [line.split(",")[0] for line in record.read_text().splitlines()]
+    assert "unilab_lit/callbacks/env_step_budget.py" in files
+    assert not [f for f in files if f.split("/")[0] == "callbacks"]
+
+
+def test_editable_install_imports_the_callbacks_under_the_librarys_name_only(tmp_path):
+    env_dir = _installed_venv(tmp_path, editable=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = (
+        "import importlib.util, unilab_lit.callbacks as c; "
+        "print(c.__file__); print(importlib.util.find_spec('callbacks'))"
+    )
+    found = subprocess.run(
+        [env_dir / "bin" / "python", "-c", code],
+        cwd=empty, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr[-4000:]
+    location, top_level = found.stdout.split()
+    assert Path(location).resolve() == (tmp_path / "source" / "callbacks" / "__init__.py").resolve()
+    assert top_level == "None"

@@ -22,12 +22,12 @@ from jsonargparse import Namespace
 from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from tests.collector_fits import tiny_appo
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
 from unilab_lit.app.resume import continue_run_directory
+from unilab_lit.callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule
 from unilab_lit.data.rollout import RolloutDataModule

@@ -13,13 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from callbacks import (
-    EnvStepBudget,
-    EpisodeStatsMonitor,
-    InterruptGuard,
-    RLCheckpoint,
-    StopCheckpoint,
-)
 from tests.conftest import REPO
 from tests.faults.step_probe import read_step
 from tests.faults.test_fault_injection import (
@@ -30,6 +23,13 @@ from tests.faults.test_fault_injection import (
 )
 from tests.test_cli import CliRun, assert_no_leftovers, cli_output
 from unilab_lit.app.unilab_cli import DEFAULT_CALLBACKS, SIGTERM_EXIT_STATUS, UnilabCLI
+from unilab_lit.callbacks import (
+    EnvStepBudget,
+    EpisodeStatsMonitor,
+    InterruptGuard,
+    RLCheckpoint,
+    StopCheckpoint,
+)
 
 MINIMAL_CONFIG = """\
 model:
@@ -81,9 +81,12 @@ def test_config_without_callbacks_gets_every_default(tmp_path):
 
 def test_own_instances_keep_their_settings_and_budget_stays_before_episode_stats(tmp_path):
     mine = [
-        {"class_path": "callbacks.EnvStepBudget", "init_args": {"max_env_steps": 1000}},
-        {"class_path": "callbacks.RLCheckpoint", "init_args": {"keep_replays": 3}},
-        {"class_path": "callbacks.StopCheckpoint", "init_args": {"every_n_train_steps": 7}},
+        {"class_path": "unilab_lit.callbacks.EnvStepBudget", "init_args": {"max_env_steps": 1000}},
+        {"class_path": "unilab_lit.callbacks.RLCheckpoint", "init_args": {"keep_replays": 3}},
+        {
+            "class_path": "unilab_lit.callbacks.StopCheckpoint",
+            "init_args": {"every_n_train_steps": 7},
+        },
     ]
     callbacks = _trainer_callbacks(tmp_path, "--config", _minimal_config(tmp_path, mine))
     (checkpoint_state,) = (c for c in callbacks if isinstance(c, RLCheckpoint))
@@ -129,12 +132,19 @@ def test_minimal_config_writes_last_at_the_stop_step_on_ctrl_c_and_sigterm(
 
 def test_print_config_shows_every_callback_the_cli_adds_once(tmp_path, capsys):
     # The saved config.yaml is the same parsed config (LightningCLI's SaveConfigCallback).
-    own = [{"class_path": "callbacks.StopCheckpoint", "init_args": {"every_n_train_steps": 7}}]
+    own = [
+        {
+            "class_path": "unilab_lit.callbacks.StopCheckpoint",
+            "init_args": {"every_n_train_steps": 7},
+        }
+    ]
     printed = cli_output(
         ["fit", "--config", _minimal_config(tmp_path, own), "--print_config"], capsys
     )
     listed = [c["class_path"] for c in yaml.safe_load(printed)["trainer"]["callbacks"]]
     assert sorted(listed) == sorted(d["class_path"] for d in DEFAULT_CALLBACKS)
-    assert "callbacks.WeightSync" in listed and "callbacks.ObsNormSync" in listed
+    assert (
+        "unilab_lit.callbacks.WeightSync" in listed and "unilab_lit.callbacks.ObsNormSync" in listed
+    )
     stop = yaml.safe_load(printed)["trainer"]["callbacks"][0]
     assert stop["init_args"]["every_n_train_steps"] == 7  # the config's own instance wins

@@ -1,4 +1,4 @@
-"""Tracing in real processes: the collector's trace switch and fits with ``callbacks.Tracing``."""
+"""Tracing in real processes: the collector's trace switch and fits with ``Tracing``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from lightning.pytorch import Callback
 
-from callbacks import EpisodeStatsMonitor, Tracing
 from tests.collector_fits import collector_trainer
 from tests.trace_checks import assert_well_formed, load_trace, names, tracks
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
+from unilab_lit.callbacks import EpisodeStatsMonitor, Tracing
 from unilab_lit.collector.options import CollectorConfig, CollectorOptions
 from unilab_lit.collector.process import CollectorProcess
 from unilab_lit.collector.writers import OffPolicyWriterSpec

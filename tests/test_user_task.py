@@ -183,9 +183,10 @@ def test_example_task_trains_with_fast_sac_by_its_class_path(tmp_path):
             "data.init_args.collector.task.init_args.max_episode_steps: expected int",
         ),
         ("my_robots.Robot", "task 'my_robots.Robot' cannot be imported"),
+        ("examples.reacher.Reachr", "has no attribute 'Reachr'); did you mean Reacher?"),
         ("collections.OrderedDict", "task 'collections.OrderedDict' is not a task"),
     ],
-    ids=["misspelled", "mistyped", "not-importable", "not-a-task"],
+    ids=["misspelled", "mistyped", "not-importable", "misspelled-class", "not-a-task"],
 )
 def test_bad_task_is_refused_in_one_line_naming_it(task, message):
     # What the CLI raises in this process; the next test runs a refused cli.py end to end.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -112,6 +113,27 @@ def closest(key: str, candidates: Iterable[str]) -> str:
     return f"; did you mean {matches[0]}?" if matches else ""
 
 
+def class_path_suggestion(class_path: str) -> str:
+    """``"; did you mean <name>?"`` for a class path with a part a typo away from a name that
+    exists (``mypusher.Puhser``: ``Pusher``), or ``""`` (the path imports, or nothing is close).
+
+    The candidates are the public names and submodules of the deepest module of ``class_path``
+    that imports.
+    """
+    parts = class_path.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:depth]))
+        except ImportError:
+            continue
+        names = {name for name in dir(module) if not name.startswith("_")}
+        if hasattr(module, "__path__"):
+            names |= {info.name for info in pkgutil.iter_modules(module.__path__)}
+        # A part that is there failed to import for a reason of its own.
+        return "" if parts[depth] in names else closest(parts[depth], names)
+    return ""
+
+
 def moved(key: str, class_path: str | None = None) -> str | None:
     """``"<key>: moved to <new key>"`` for a key of the previous release, or ``None``.
 
@@ -176,6 +198,9 @@ def summarize(message: str, option_keys: Sequence[str]) -> str:
     class_problem = _CLASS_PROBLEM.search(message)
     if class_problem is not None and group is not None:
         class_path = class_problem["cls"]
+        suggestion = class_path_suggestion(class_path)
+        if suggestion:
+            return f"{group}: class_path {class_path!r} does not import{suggestion}"
         tail = message[class_problem.end() :]
         not_accepted = _NOT_ACCEPTED.search(tail)
         if not_accepted is not None:

@@ -15,11 +15,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from offpolicy_batches import loader, make_trainer
 
-from callbacks import StopCheckpoint
 from unilab_lit.algos import vtrace as vtrace_module
 from unilab_lit.algos.appo import APPO
 from unilab_lit.app.export import export_policy
 from unilab_lit.app.trained_run import TrainedRun
+from unilab_lit.callbacks import StopCheckpoint
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.task_spec import TaskSpec

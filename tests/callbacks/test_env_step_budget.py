@@ -8,13 +8,13 @@ import pytest
 import torch
 import yaml
 
-from callbacks import EnvStepBudget, StopCheckpoint
 from tests.collector_fits import collector_trainer
 from tests.conftest import REPO
 from tests.test_cli import assert_smoke_fit
 from tests.test_resume import NUM_ENVS, NUM_STEPS, OFF_ENVS
 from tests.test_resume import _build as synchronous_appo
 from tests.test_resume import _build_offpolicy as synchronous_fast_td3
+from unilab_lit.callbacks import EnvStepBudget, StopCheckpoint
 from unilab_lit.telemetry.metrics import BUDGET_SPENT
 
 # Synchronous APPO stages exactly one rollout per iteration, so it learns exactly this many.
@@ -84,7 +84,7 @@ def test_cli_fit_of_the_shipped_appo_config_ends_at_its_budget_and_exits_zero(tm
     config = yaml.safe_load((REPO / "configs" / "appo.yaml").read_text())
     staging_capacity = config["data"]["init_args"]["staging_capacity"]
     budget_entry = config["trainer"]["callbacks"][0]
-    assert budget_entry["class_path"] == "callbacks.EnvStepBudget"
+    assert budget_entry["class_path"] == "unilab_lit.callbacks.EnvStepBudget"
     budget = 10 * num_envs * num_steps + 1
     budget_entry["init_args"]["max_env_steps"] = budget
     path = tmp_path / "appo_budget.yaml"

@@ -6,9 +6,9 @@ import logging
 
 from lightning.pytorch.callbacks import EarlyStopping
 
-from callbacks import EpisodeStatsMonitor
 from tests.collector_fits import collector_trainer, tiny_appo
 from unilab_lit.algos.appo import APPO
+from unilab_lit.callbacks import EpisodeStatsMonitor
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.telemetry import metrics
@@ -51,7 +51,7 @@ def test_early_stopping_on_mean_reward_stops_a_fit_at_an_epoch_end():
 def test_an_epoch_that_ends_before_the_first_episode_says_why_the_metric_is_missing(caplog):
     trainer = collector_trainer(4, EpisodeStatsMonitor(), limit_train_batches=2)
     model, data = _appo(num_envs=1)  # seed 0: its first episode times out after 413 steps
-    with caplog.at_level(logging.WARNING, logger="callbacks.episode_stats"):
+    with caplog.at_level(logging.WARNING, logger="unilab_lit.callbacks.episode_stats"):
         trainer.fit(model, datamodule=data)
     said = [r.getMessage() for r in caplog.records if "before the first episode" in r.getMessage()]
     assert len(said) == 2 and all("limit_train_batches" in line for line in said)

@@ -12,9 +12,9 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from callbacks import PolicyEvaluator
 from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
+from unilab_lit.callbacks import PolicyEvaluator
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 from unilab_lit.envs.joystick import TRACKING_METRICS
@@ -144,7 +144,7 @@ def _clip_evaluator() -> PolicyEvaluator:
 def test_clips_reach_loggers_with_log_video_and_the_others_are_named_once(tmp_path, caplog):
     takes, skips = _VideoLogger(tmp_path), CSVLogger(tmp_path, name="plain")
     best = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=100)
-    with caplog.at_level(logging.INFO, logger="callbacks.evaluation"):
+    with caplog.at_level(logging.INFO, logger="unilab_lit.callbacks.evaluation"):
         _fit(tmp_path, _clip_evaluator(), max_steps=7, checkpoint=best, logger=[takes, skips])
     # Frames [T, C, H, W] at logger steps 2 and 5 (iterations 3 and 6).
     assert [(k, s, shape[1:]) for k, s, shape, _ in takes.videos] == [

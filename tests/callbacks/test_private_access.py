@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import callbacks
+from unilab_lit import callbacks
 
 CALLBACKS_DIR = Path(callbacks.__file__).parent
 

@@ -10,11 +10,11 @@ import torch
 import yaml
 from lightning.pytorch import seed_everything
 
-from callbacks import RLCheckpoint, StopCheckpoint
 from tests.collector_fits import collector_trainer
 from tests.conftest import REPO
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
+from unilab_lit.callbacks import RLCheckpoint, StopCheckpoint
 from unilab_lit.checkpoint_io import AtomicCheckpointIO
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.replay import ReplayDataModule

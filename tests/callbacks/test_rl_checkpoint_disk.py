@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from callbacks import RLCheckpoint
+from unilab_lit.callbacks import RLCheckpoint
 from unilab_lit.ipc.budget import MemoryBudgetError
 
 

@@ -7,7 +7,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.loggers import CSVLogger
 
-from callbacks import StepProgressBar
+from unilab_lit.callbacks import StepProgressBar
 from unilab_lit.telemetry import metrics
 
 

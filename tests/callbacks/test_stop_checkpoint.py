@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from callbacks import InterruptGuard, StopCheckpoint
+from unilab_lit.callbacks import InterruptGuard, StopCheckpoint
 
 
 class _SignalAtStep(BoringModel):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
+from unilab_lit.callbacks import EpisodeStatsMonitor, ObsNormSync, RLCheckpoint, WeightSync
 from unilab_lit.collector.link import CollectorInbox, CollectorLink, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule

@@ -8,9 +8,9 @@ import pytest
 from lightning.pytorch import Callback
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from callbacks import EpisodeStatsMonitor, RLCheckpoint
 from tests.collector_fits import collector_trainer
 from unilab_lit.algos.appo import APPO
+from unilab_lit.callbacks import EpisodeStatsMonitor, RLCheckpoint
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.data.rollout import RolloutDataModule
 

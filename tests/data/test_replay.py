@@ -15,11 +15,11 @@ from lightning.pytorch import Callback, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from tensordict import TensorDict
 
-from callbacks import EpisodeStatsMonitor
 from tests.collector_fits import collector_trainer
 from unilab_lit.algos.fast_td3 import FastTD3
 from unilab_lit.algos.offpolicy import BATCH_KEYS
 from unilab_lit.algos.offpolicy_options import OffPolicyOptions
+from unilab_lit.callbacks import EpisodeStatsMonitor
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.process import CollectorError
 from unilab_lit.data.replay import ReplayDataModule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from callbacks import ObsNormSync, WeightSync
+from unilab_lit.callbacks import ObsNormSync, WeightSync
 from unilab_lit.data.base import with_publishers
 
 

@@ -38,7 +38,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from callbacks import (  # noqa: E402
+from tests.test_resume import _build as build_appo  # noqa: E402
+from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
+from unilab_lit.algos.appo import APPO  # noqa: E402
+from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
+from unilab_lit.app.unilab_cli import SIGTERM_EXIT_STATUS  # noqa: E402
+from unilab_lit.callbacks import (  # noqa: E402
     EnvStepBudget,
     EpisodeStatsMonitor,
     InterruptGuard,
@@ -47,11 +52,6 @@ from callbacks import (  # noqa: E402
     RLCheckpoint,
     WeightSync,
 )
-from tests.test_resume import _build as build_appo  # noqa: E402
-from tests.test_resume import _build_offpolicy as build_fast_td3  # noqa: E402
-from unilab_lit.algos.appo import APPO  # noqa: E402
-from unilab_lit.algos.fast_sac import FastSAC  # noqa: E402
-from unilab_lit.app.unilab_cli import SIGTERM_EXIT_STATUS  # noqa: E402
 from unilab_lit.telemetry import metrics  # noqa: E402
 
 

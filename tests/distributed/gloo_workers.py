@@ -10,11 +10,11 @@ import torch.distributed as dist
 from tensordict import TensorDict
 from torch.utils.data import IterableDataset
 
-from callbacks.episode_stats import job_values
 from tests.algos import appo_batches, offpolicy_batches
 from unilab_lit import distributed
 from unilab_lit.algos.fast_sac import FastSAC
 from unilab_lit.algos.fast_td3 import FastTD3
+from unilab_lit.callbacks.episode_stats import job_values
 from unilab_lit.nn.normalization import ObsNormalizer
 from unilab_lit.telemetry import metrics
 

@@ -221,8 +221,8 @@ def test_sigkilled_collector_on_rank1_ends_the_job_with_its_error_and_leaves_not
 
 
 # Slow, to keep CI's default run within its 30 minutes on 2 cores: SIGINT and SIGTERM take the
-# same stop path (callbacks.InterruptGuard; only the exit status differs), which SIGTERM to the
-# job's process group (tests/journeys/test_ddp.py) and to one rank (below) run by default.
+# same stop path (unilab_lit.callbacks.InterruptGuard; only the exit status differs), which SIGTERM
+# to the job's process group (tests/journeys/test_ddp.py) and to one rank (below) run by default.
 @pytest.mark.slow
 def test_sigint_stops_every_rank_after_the_same_iteration_and_leaves_nothing(
     tmp_path: Path, marked_env

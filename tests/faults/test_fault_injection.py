@@ -273,7 +273,7 @@ def test_sigterm_during_an_evaluation_abandons_it_and_exits_143_within_seconds(
     runs, probe = tmp_path / "runs", tmp_path / "step"
     task = '{"class_path": "CartpoleSwingup", "init_args": {"max_episode_steps": 1000000}}'
     evaluator = (
-        "--trainer.callbacks+=callbacks.PolicyEvaluator",
+        "--trainer.callbacks+=unilab_lit.callbacks.PolicyEvaluator",
         "--trainer.callbacks.every_n_steps=2",
         "--trainer.callbacks.episodes=1",
         "--trainer.callbacks.num_envs=1",

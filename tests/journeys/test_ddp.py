@@ -45,7 +45,7 @@ def test_ddp_resume_that_ends_at_its_env_step_budget_exits_0(ddp_run):
         cwd,
         *DDP,
         "--ckpt_path=last",
-        "--trainer.callbacks+=callbacks.EnvStepBudget",
+        "--trainer.callbacks+=unilab_lit.callbacks.EnvStepBudget",
         f"--trainer.callbacks.max_env_steps={budget}",
     )
     assert succeeded(done), report(done)

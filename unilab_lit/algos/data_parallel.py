@@ -88,7 +88,7 @@ class DataParallelHooks(LightningModule):
       FastSAC's action samples, APPO's minibatch order) come from a stream of its own: rank
       ``r > 0`` reseeds torch's generators with ``rank_seed(torch.initial_seed(), r)``, rank 0
       keeps its stream (a one-rank run draws what a run without DDP draws). Every rank's
-      generator states are in the checkpoint (``callbacks.RLCheckpoint``), so a resume
+      generator states are in the checkpoint (``unilab_lit.callbacks.RLCheckpoint``), so a resume
       continues each stream exactly.
     - ``on_train_batch_start``: DDP's reducer is kept out of this step's backward passes; the
       learner averages gradients before every optimizer step instead

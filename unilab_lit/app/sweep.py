@@ -1,8 +1,8 @@
 """``python -m unilab_lit.app.sweep --config C --space sweep.yaml --trials N``: an Optuna search.
 
 Each trial is a real fit (``python -m unilab_lit fit``, its own process) of the config with the
-trial's values as command-line overrides and ``callbacks.TrialPruning``, which reports the
-monitored metric at every epoch end, lets Optuna's median pruner stop a poor trial there, and
+trial's values as command-line overrides and ``unilab_lit.callbacks.TrialPruning``, which reports
+the monitored metric at every epoch end, lets Optuna's median pruner stop a poor trial there, and
 tells the study the trial's result. The study lives in a storage (``--storage``, default a
 SQLite file in ``--log_dir``): a sweep stopped half-way continues with the same command, up to
 ``--trials`` trials in all. ``--parallel k`` runs k fits at once. It ends with a table of the
@@ -117,7 +117,7 @@ def trial_command(
         f"--trainer.logger.init_args.save_dir={log_dir}",
         f"--trainer.logger.init_args.name=trial_{number}",
         *extra,
-        "--trainer.callbacks+=callbacks.TrialPruning",
+        "--trainer.callbacks+=unilab_lit.callbacks.TrialPruning",
         f"--trainer.callbacks.storage={storage}",
         f"--trainer.callbacks.study_name={study_name}",
         f"--trainer.callbacks.trial_number={number}",

@@ -18,8 +18,6 @@ from lightning.pytorch.utilities import rank_zero
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
-from callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
-from callbacks.step_progress_bar import StepProgressBar
 from unilab_lit import distributed
 from unilab_lit.algos.appo import APPO
 from unilab_lit.algos.fast_sac import FastSAC
@@ -35,6 +33,8 @@ from unilab_lit.app.resume import (
 )
 from unilab_lit.app.run_summary import run_summary
 from unilab_lit.app.task_overrides import with_task_overrides
+from unilab_lit.callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
+from unilab_lit.callbacks.step_progress_bar import StepProgressBar
 from unilab_lit.config_errors import (
     PREFIX,
     check_override_order,
@@ -64,19 +64,19 @@ _LINKED_SIZES = ("policy_obs_size", "critic_obs_size", "action_size")
 # what runs. Appended after the config's own, so a listed ``EnvStepBudget`` stays before
 # ``EpisodeStatsMonitor`` (its docstring); Lightning moves checkpoint callbacks last.
 DEFAULT_CALLBACKS: tuple[dict[str, Any], ...] = (
-    {"class_path": "callbacks.EpisodeStatsMonitor"},
-    {"class_path": "callbacks.RLCheckpoint"},
-    {"class_path": "callbacks.InterruptGuard"},
+    {"class_path": "unilab_lit.callbacks.EpisodeStatsMonitor"},
+    {"class_path": "unilab_lit.callbacks.RLCheckpoint"},
+    {"class_path": "unilab_lit.callbacks.InterruptGuard"},
     {
-        "class_path": "callbacks.StopCheckpoint",
+        "class_path": "unilab_lit.callbacks.StopCheckpoint",
         "init_args": {"save_last": True, "every_n_train_steps": 500},
     },
-    {"class_path": "callbacks.WeightSync"},
-    {"class_path": "callbacks.ObsNormSync"},
+    {"class_path": "unilab_lit.callbacks.WeightSync"},
+    {"class_path": "unilab_lit.callbacks.ObsNormSync"},
 )
 # Checkpoint state and checkpoints: not added when checkpointing is off (Lightning refuses a
 # ModelCheckpoint with ``enable_checkpointing=False``).
-_CHECKPOINT_DEFAULTS = ("callbacks.RLCheckpoint", "callbacks.StopCheckpoint")
+_CHECKPOINT_DEFAULTS = ("unilab_lit.callbacks.RLCheckpoint", "unilab_lit.callbacks.StopCheckpoint")
 _DESCRIPTION = (
     "Asynchronous reinforcement learning on batched MuJoCo with Lightning. "
     f"Algorithms (--model): {', '.join(c.__name__ for c in _ALGORITHMS)}. "
@@ -101,13 +101,12 @@ def _show_library_info() -> None:
     # Collector start-up, the memory plan, replay warm-up, the callbacks' stops (env-step
     # budget, last checkpoint): INFO lines a user of the CLI should see, as Lightning shows its
     # own. Library code only logs; the entry point decides.
-    for name in ("unilab_lit", "callbacks"):
-        logger = logging.getLogger(name)
-        if not logger.handlers:
-            handler = logging.StreamHandler()
-            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-            logger.addHandler(handler)
-            logger.setLevel(logging.INFO)
+    logger = logging.getLogger("unilab_lit")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 # Lightning's warnings that do not apply to these runs, each by the start of its message.
@@ -241,7 +240,7 @@ class UnilabCLI(LightningCLI):
     Every failure before training ends in one line on stderr and exit status 1: a misspelled
     or mistyped key (with the closest valid key), a YAML syntax error (file and line), a
     constructor's validation error, a checkpoint that does not fit, a memory plan that does
-    not fit. A run stopped by SIGTERM / SIGUSR1 (``callbacks.InterruptGuard``) exits with
+    not fit. A run stopped by SIGTERM / SIGUSR1 (``unilab_lit.callbacks.InterruptGuard``) exits with
     status 143 after its last checkpoint. A finished ``fit`` logs one summary: iterations, env
     steps, wall-clock, the last Train and Eval returns, the checkpoint and log directories and
     the ``play`` / ``export`` commands for its last checkpoint. ``fit`` is the only subcommand,
@@ -286,7 +285,7 @@ class UnilabCLI(LightningCLI):
     @override
     def subcommands() -> dict[str, set[str]]:
         """Only ``fit``: validation, test and prediction loops have no meaning for these
-        modules (a trained policy is evaluated by ``callbacks.PolicyEvaluator`` and
+        modules (a trained policy is evaluated by ``unilab_lit.callbacks.PolicyEvaluator`` and
         ``python -m unilab_lit.app.play``)."""
         return {"fit": LightningCLI.subcommands()["fit"]}
 

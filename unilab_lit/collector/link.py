@@ -144,9 +144,9 @@ class CollectorLink:
             replay (``replay``, ``None`` for on-policy data).
         feed: Counters of the data set that delivers the batches (env steps behind them,
             those trained on, the latest wait); replaced when a new data set attaches.
-        stop_requested: Set by a stop signal's handler (``callbacks.InterruptGuard``); a plain
-            flag, so setting it takes no lock. In one process the learner's waits for data then
-            end without a batch (training stops), and the stop's checkpoint leaves out the
+        stop_requested: Set by a stop signal's handler (``unilab_lit.callbacks.InterruptGuard``); a
+            plain flag, so setting it takes no lock. In one process the learner's waits for data
+            then end without a batch (training stops), and the stop's checkpoint leaves out the
             state of a collector that stopped beating instead of waiting for it.
     """
 

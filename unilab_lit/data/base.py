@@ -16,8 +16,8 @@ from tensordict import TensorDict
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
-from callbacks.collector_sync import ObsNormSync, WeightSync
 from unilab_lit import distributed
+from unilab_lit.callbacks.collector_sync import ObsNormSync, WeightSync
 from unilab_lit.collector.link import CollectorLink, FeedingDataset, FeedStats
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.collector.session import CollectorSession, check_memory_plan, limit_learner_threads

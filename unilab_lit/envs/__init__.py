@@ -16,6 +16,8 @@ import inspect
 import sys
 from typing import TYPE_CHECKING, Any
 
+from unilab_lit.config_errors import class_path_suggestion
+
 if TYPE_CHECKING:
     from unilab_lit.envs.base import BatchedMujocoEnv
 
@@ -64,9 +66,9 @@ def task_class(name: str) -> type:
     try:
         found = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as err:
+        hint = class_path_suggestion(name) or "; is its package installed or on PYTHONPATH?"
         raise ValueError(
-            f"task {name!r} cannot be imported ({type(err).__name__}: {err}); is its package "
-            "installed or on PYTHONPATH?"
+            f"task {name!r} cannot be imported ({type(err).__name__}: {err}){hint}"
         ) from None
     _check_task_class(name, found)
     return found

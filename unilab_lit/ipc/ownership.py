@@ -5,8 +5,8 @@ Exit paths covered for the owning process:
 - an owner object garbage collected: a ``weakref.finalize`` per block (see ``block.py``);
 - SIGTERM: a handler that unlinks, then defers to whatever handler was installed before (or
   the default action: die by SIGTERM); while a graceful stop is in charge of SIGTERM
-  (:func:`set_graceful_sigterm`, e.g. ``callbacks.InterruptGuard`` during training) it does
-  nothing, and the stop's own exit path unlinks;
+  (:func:`set_graceful_sigterm`, e.g. ``unilab_lit.callbacks.InterruptGuard`` during training) it
+  does nothing, and the stop's own exit path unlinks;
 - SIGKILL: Python's resource tracker, with which every owned segment is registered,
   unlinks what is left once every process holding the tracker's pipe has exited.
 Attaching processes (the collector) own nothing, so a crashed collector leaves nothing.

@@ -26,11 +26,11 @@ ENV_STEPS = "Train/env_steps"
 # in the replay, so equal to ENV_STEPS). Throughput in learned steps is LEARNED_ENV_STEPS / time.
 LEARNED_ENV_STEPS = "Train/learned_env_steps"
 NONFINITE_RESETS = "Train/nonfinite_resets"
-# Share of callbacks.EnvStepBudget's budget spent (learned env steps / max_env_steps), in
+# Share of unilab_lit.callbacks.EnvStepBudget's budget spent (learned env steps / max_env_steps), in
 # callback_metrics only (not sent to loggers): the progress bar's total and ETA come from it.
 BUDGET_SPENT = "Train/env_step_budget_spent"
 
-# Evaluation of the deterministic policy on its own envs (callbacks.PolicyEvaluator).
+# Evaluation of the deterministic policy on its own envs (unilab_lit.callbacks.PolicyEvaluator).
 EVAL_MEAN_REWARD = "Eval/mean_reward"
 EVAL_MEAN_EPISODE_LENGTH = "Eval/mean_episode_length"
 EVAL_REWARD_TERM = "Eval/rew_{term}"
