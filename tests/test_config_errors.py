@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import yaml
 
@@ -14,6 +16,7 @@ from unilab_lit.config_errors import (
     closest,
     config_files,
     moved,
+    moved_class_path,
     summarize,
 )
 
@@ -153,3 +156,37 @@ def test_appo_gamma_is_not_a_moved_key():
     # APPO keeps gamma: only a class whose arguments hold the new key's home is pointed there.
     assert moved("model.init_args.gamma", "unilab_lit.algos.appo.APPO") is None
     assert moved("model.init_args.gamma", "unilab_lit.algos.fast_td3.FastTD3") is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "where", "old"),
+    [
+        ([], "trainer.callbacks[0].class_path", "callbacks.EnvStepBudget"),
+        ([], "trainer.callbacks[0].class_path", "callbacks.env_step_budget.EnvStepBudget"),
+        (["--trainer.callbacks+=callbacks.Tracing"], "--trainer.callbacks", "callbacks.Tracing"),
+    ],
+)
+def test_previous_release_callback_class_path_is_refused_in_one_line_naming_the_new_one(
+    args, where, old, tmp_path, capsys
+):
+    shipped = yaml.safe_load((REPO / "configs" / "appo.yaml").read_text())
+    if not args:
+        shipped["trainer"]["callbacks"][0]["class_path"] = old
+    path = tmp_path / "appo.yaml"
+    path.write_text(yaml.safe_dump(shipped))
+    with pytest.raises(SystemExit) as stop:
+        UnilabCLI(args=["fit", "--config", str(path), *args], run=False)
+    assert str(stop.value) == (f"{PREFIX}{where}: {old} moved to unilab_lit.{old} in this release")
+    assert capsys.readouterr().err == ""
+
+
+def test_users_own_callbacks_module_keeps_its_class_paths(tmp_path, monkeypatch):
+    # A library callback's old path is pointed at the new one only where no other top-level
+    # ``callbacks`` could hold it: a user's own module (first on sys.path) keeps every name.
+    assert moved_class_path("callbacks.StopCheckpoint") is not None
+    (tmp_path / "callbacks.py").write_text("class StopCheckpoint:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "callbacks", raising=False)
+    assert moved_class_path("callbacks.StopCheckpoint") is None
+    assert moved_class_path("callbacks.Mine") is None
+    assert moved_class_path("unilab_lit.callbacks.StopCheckpoint") is None

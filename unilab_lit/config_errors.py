@@ -5,7 +5,9 @@ with the usage text, the useful line in the middle and ``NestedArg(...)`` noise 
 YAML syntax error as ``in "<unicode string>", line 4`` without the file. :func:`summarize` turns
 such a report into one line that names the key, what was expected and, for a misspelled key, the
 closest valid one; :func:`check_yaml_files` names the file and line of a syntax error. A key of
-the previous release that moved (:data:`MOVED_KEYS`) is refused in one line naming its new key.
+the previous release that moved (:data:`MOVED_KEYS`) is refused in one line naming its new key, and
+so is a library callback named by its previous class path (``callbacks.EnvStepBudget``, now
+``unilab_lit.callbacks.EnvStepBudget``: :func:`moved_class_path`).
 :func:`with_key_path` puts the full key into a constructor's range error.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
@@ -100,6 +103,11 @@ MOVED_KEYS: dict[str, str] = {
     "data.init_args.collector.task_kwargs": _COLLECTOR + "task: {class_path, init_args}",
 }
 
+# The library's callbacks import as unilab_lit.callbacks; the previous release installed their
+# folder as a top-level ``callbacks`` package.
+_OLD_CALLBACKS = "callbacks"
+_CALLBACKS = "unilab_lit.callbacks"
+
 
 def closest(key: str, candidates: Iterable[str]) -> str:
     """``"; did you mean <candidate>?"`` for a candidate a typo away, or ``""`` if none is.
@@ -167,6 +175,72 @@ def moved_key_in(config: Any) -> str | None:
         if key in MOVED_KEYS:
             return moved(key, class_path)
     return None
+
+
+def moved_class_path(class_path: str) -> str | None:
+    """``"callbacks.X moved to unilab_lit.callbacks.X in this release"`` for a library callback
+    named by its previous class path, or ``None``.
+
+    A user's own top-level ``callbacks`` module keeps its names: only a path that the library
+    has under its new name, and that no other ``callbacks`` module on ``sys.path`` could hold, is
+    pointed at the new one.
+    """
+    if not class_path.startswith(_OLD_CALLBACKS + "."):
+        return None
+    new = f"unilab_lit.{class_path}"
+    module_name, _, name = new.rpartition(".")
+    try:
+        if not hasattr(importlib.import_module(module_name), name) or _users_own_callbacks():
+            return None
+    except ImportError:
+        return None
+    return f"{class_path} moved to {new} in this release"
+
+
+def moved_class_in(config: Any) -> str | None:
+    """``"<key>: <moved_class_path's line>"`` for the first library callback in a loaded config
+    file named by its previous class path, or ``None``."""
+    for key, value, _ in _leaves(config, "", ()):
+        if key.endswith("class_path") and isinstance(value, str):
+            line = moved_class_path(value)
+            if line is not None:
+                return f"{key}: {line}"
+    return None
+
+
+def check_moved_class_paths(args: Sequence[str]) -> None:
+    """Refuse a library callback named by its previous class path on the command line
+    (``--trainer.callbacks+=callbacks.Tracing``).
+
+    Raises:
+        SystemExit: with one line naming the option, the old class path and the new one.
+    """
+    option = "argument"
+    for arg in args:
+        value = arg
+        if arg.startswith("--"):
+            option, has_value, value = arg.partition("=")
+            option = option.rstrip("+")
+            if not has_value:
+                continue
+        line = moved_class_path(value)
+        if line is not None:
+            raise SystemExit(f"{PREFIX}{option}: {line}")
+
+
+def _users_own_callbacks() -> bool:
+    """Whether a top-level ``callbacks`` on ``sys.path`` is a module other than the library's
+    callbacks folder (found, not imported)."""
+    try:
+        found = importlib.util.find_spec(_OLD_CALLBACKS)
+    except (ImportError, ValueError):  # a loaded module without a spec: not the library's
+        return True
+    if found is None:
+        return False
+    library = importlib.util.find_spec(_CALLBACKS)
+    if found.origin is None or library is None or library.origin is None:
+        return True  # a namespace package: the library's folder has an __init__.py
+    return Path(found.origin).resolve() != Path(library.origin).resolve()
 
 
 def _mapping_keys(node: Any, key: str, class_path: str | None) -> Iterator[tuple[str, str | None]]:
@@ -244,7 +318,9 @@ def check_yaml_files(paths: Iterable[str]) -> None:
     Raises:
         SystemExit: with one line ``error: invalid config: <file>, line L, column C: <problem>``,
             or ``<old key>: moved to <new key> in this release`` for a key of the previous
-            release (:func:`moved_key_in`).
+            release (:func:`moved_key_in`), or ``<key>: callbacks.X moved to
+            unilab_lit.callbacks.X in this release`` for a class path of the previous release
+            (:func:`moved_class_in`).
     """
     for path in paths:
         file = Path(path)
@@ -256,7 +332,7 @@ def check_yaml_files(paths: Iterable[str]) -> None:
             mark = err.problem_mark
             where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             raise SystemExit(f"{PREFIX}{file}{where}: {err.problem or err.context}") from None
-        renamed = moved_key_in(loaded)
+        renamed = moved_key_in(loaded) or moved_class_in(loaded)
         if renamed is not None:
             raise SystemExit(f"{PREFIX}{renamed}")
 

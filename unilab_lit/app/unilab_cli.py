@@ -37,6 +37,7 @@ from unilab_lit.callbacks.interrupt_guard import SIGTERM_EXIT_STATUS
 from unilab_lit.callbacks.step_progress_bar import StepProgressBar
 from unilab_lit.config_errors import (
     PREFIX,
+    check_moved_class_paths,
     check_override_order,
     check_yaml_files,
     config_files,
@@ -307,6 +308,7 @@ class UnilabCLI(LightningCLI):
         merged = command_line
         if isinstance(command_line, list):
             check_yaml_files(config_files(command_line))
+            check_moved_class_paths(command_line)
             merged = with_task_overrides(parser, command_line)
             check_override_order(command_line)
         if merged == command_line:
