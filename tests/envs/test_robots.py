@@ -51,7 +51,12 @@ def _assert_sizes(env, policy: int, critic: int, actions: int) -> None:
     assert env.spec.max_episode_steps == 1000  # 20 s
     assert obs[POLICY].shape == (env.num_envs, policy)
     assert obs[CRITIC].shape == (env.num_envs, critic)
-    np.testing.assert_array_equal(obs[CRITIC][:, :policy], obs[POLICY])
+    # The critic starts with the policy's terms, clean where the default randomisation noises
+    # the policy's copy.
+    noise = env.RANDOMIZATION_PRESETS["seed"].obs_noise
+    for term, (start, stop) in env.spec.policy_obs_slices().items():
+        clean, noised = obs[CRITIC][:, start:stop], obs[POLICY][:, start:stop]
+        np.testing.assert_allclose(clean, noised, rtol=0, atol=noise.get(term, 0.0) + 1e-6)
 
 
 @pytest.mark.parametrize(("task", "folder", "policy", "critic", "actions"), ROBOTS)
@@ -94,14 +99,14 @@ def test_builds_from_a_model_dir_copy(
     ("task", "defaults"),
     [
         (Go1Joystick, {"action_scale": 0.25, "gait_frequency": 2.0, "command_resample_steps": 0}),
-        (G1Walk, {"action_scale_factor": 0.25, "gait_frequency": 1.25, "min_base_height": 0.45}),
+        (G1Walk, {"action_scale": 0.25, "gait_frequency": 1.5, "max_tilt_deg": 25.0}),
     ],
 )
 def test_each_robot_config_schema_carries_its_own_defaults(task, defaults):
     # What --print_config shows and a checkpoint saves: the robot's values, not the base's.
     init_args = TaskSpec.from_config({"class_path": task.__name__}).init_args
     assert {key: init_args[key] for key in defaults} == defaults
-    assert init_args["max_tilt_deg"] == 60.0  # a default the robots share
+    assert init_args["tracking_sigma"] == 0.25  # a default the robots share
     with pytest.raises(TypeError, match="no arguments \\['gait_hz'\\]"):
         robot_constructor(gait_hz=2.0)
 
