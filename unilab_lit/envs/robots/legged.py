@@ -6,7 +6,8 @@ per joint are joint targets ``default_joint_pos + action_scale * action``, with
 asks for that fraction of the motor's peak torque at rest). The observation is what the robot
 itself measures, in this order: gyro (3), projected gravity (3), joint positions minus the
 default (J), joint velocities (J), last action (J), command (3) and the gait clock (cos and
-sin of each phase in ``GAIT_PHASE_OFFSETS``); the critic adds the body-frame linear velocity
+sin of each phase in ``GAIT_PHASE_OFFSETS``, plus a start drawn per episode where
+``RANDOM_GAIT_PHASE``); the critic adds the body-frame linear velocity
 (3), which hardware cannot measure directly.
 
 Reward terms (each available to a subclass's ``DEFAULT_REWARD_WEIGHTS``; see
@@ -136,6 +137,8 @@ class LeggedRobotEnv(JoystickEnv):
     FOOT_CONTACT_HEIGHT: ClassVar[float]
     FOOT_CYCLE_OFFSETS: ClassVar[tuple[float, ...]]
     RANDOMIZATION_PRESETS: ClassVar[Mapping[str, DomainRandomization]]
+    # Whether each episode starts its gait clock at a phase drawn uniformly (else at 0).
+    RANDOM_GAIT_PHASE: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -239,6 +242,7 @@ class LeggedRobotEnv(JoystickEnv):
         self._cycles_per_step = gait_frequency * self.spec.control_dt
         self._phase_rate = 2.0 * np.pi * self._cycles_per_step
         self._phase_offsets = np.array(self.GAIT_PHASE_OFFSETS)
+        self._phase_start = np.zeros(num_envs)
         self._air_time_target = feet_air_time_target
         self._base_height_target = base_height_target
         self._swing_height_target = swing_height_target
@@ -285,12 +289,15 @@ class LeggedRobotEnv(JoystickEnv):
     def _foot_cycles_at(self, elapsed: np.ndarray) -> np.ndarray:
         """``[N, feet]``: where each foot is in its gait cycle, in [0, 1), at episode step
         ``elapsed`` (the clock the policy sees, offset by ``FOOT_CYCLE_OFFSETS``)."""
-        cycles = self._cycles_per_step * elapsed[:, None] + np.asarray(self.FOOT_CYCLE_OFFSETS)
+        start = self._phase_start[:, None] / (2.0 * np.pi)
+        cycles = (
+            self._cycles_per_step * elapsed[:, None] + np.asarray(self.FOOT_CYCLE_OFFSETS) + start
+        )
         return np.mod(cycles, 1.0)
 
     def _compute_obs(self) -> Obs:
         gyro_adr = self.robot.gyro_adr
-        phase = self._phase_rate * self._elapsed[:, None] + self._phase_offsets
+        phase = self._gait_phase()
         policy = np.concatenate(
             [
                 self._sensordata[:, gyro_adr : gyro_adr + 3],
@@ -334,13 +341,24 @@ class LeggedRobotEnv(JoystickEnv):
         self._feet_air_time[env_ids] = 0.0
         self._feet_contact[env_ids] = True
         self._reset_commands(env_ids, rng)
+        if self.RANDOM_GAIT_PHASE:
+            self._phase_start[env_ids] = rng.uniform(0.0, 2.0 * np.pi, n)
 
     def _task_buffers(self) -> dict[str, np.ndarray]:
         return {
             **super()._task_buffers(),
             "feet_air_time": self._feet_air_time,
             "feet_contact": self._feet_contact,
+            "gait_phase_start": self._phase_start,
         }
+
+    def _gait_phase(self) -> np.ndarray:
+        """``[N, len(GAIT_PHASE_OFFSETS)]``: the phases (rad) of the gait clock the policy sees."""
+        return (
+            self._phase_rate * self._elapsed[:, None]
+            + self._phase_offsets
+            + self._phase_start[:, None]
+        )
 
     # ------------------------------------------------------------------ reward terms
 
