@@ -106,11 +106,17 @@ class RLCheckpoint(Callback):
         # This fit's id in its sidecars, and the record of the sidecar it wrote or resumed from.
         self._run_id = uuid.uuid4().hex
         self._sidecar: dict[str, Any] | None = None
+        # Found once per fit on every rank: trainer.log_dir is a collective under DDP, and rank 0
+        # alone prunes sidecars (a hook on one rank must not call it).
+        self._directory: Path | None = None
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         # Every rank's sidecar of one checkpoint carries the same id: rank 0's.
         self._run_id = trainer.strategy.broadcast(self._run_id)
+        self._directory = None
+        if self.save_replay:
+            self._sidecar_dir(trainer)
         if self.save_replay and collector_link(trainer).transport.replay is None:
             raise ValueError(
                 "RLCheckpoint(save_replay=True) needs a data module with a `replay` storage "
@@ -195,9 +201,13 @@ class RLCheckpoint(Callback):
 
     # ------------------------------------------------------------------------------ replay
     def _sidecar_dir(self, trainer: Trainer) -> Path:
-        if self.replay_dir is not None:
-            return Path(self.replay_dir)
-        return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
+        if self._directory is None:
+            self._directory = (
+                Path(self.replay_dir)
+                if self.replay_dir is not None
+                else Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
+            )
+        return self._directory
 
     def _save_replay_sidecar(self, trainer: Trainer) -> dict[str, Any]:
         step = trainer.global_step
