@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from pathlib import Path
 
@@ -59,9 +60,11 @@ def _onnx_metadata(path: Path) -> dict[str, str]:
     ("cls", "task", "obs_size", "action_size"), ALGORITHMS, ids=[a[0].__name__ for a in ALGORITHMS]
 )
 def test_exported_onnx_and_program_equal_the_torch_policy_with_its_normaliser(
-    tmp_path, cls, task, obs_size, action_size
+    tmp_path, cls, task, obs_size, action_size, caplog, monkeypatch
 ):
     run = _trained_like(cls, task, obs_size, action_size)
+    # torch's loggers stop at "torch" (its own stderr handler); caplog listens at the root.
+    monkeypatch.setattr(logging.getLogger("torch"), "propagate", True)
     onnx_path, program_path = tmp_path / "policy.onnx", tmp_path / "policy.pt2"
     # Our export path and the .pt2's read-back warn of nothing deprecated.
     with warnings.catch_warnings():
@@ -69,6 +72,8 @@ def test_exported_onnx_and_program_equal_the_torch_policy_with_its_normaliser(
         warnings.simplefilter("error", DeprecationWarning)
         export_policy(run, onnx_path, program_path)
         program, program_meta = _read_program(program_path)
+    # Nor of its partial file's name (torch.export.save logs it for any name but *.pt2).
+    assert [r.getMessage() for r in caplog.records if "archive file" in r.getMessage()] == []
 
     # Raw observations near the normaliser's mean, far from it and beyond its clip; one row too.
     raw = torch.cat([torch.randn(64, obs_size) * 6.0 + 5.0, torch.randn(16, obs_size) * 200.0])

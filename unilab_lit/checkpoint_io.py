@@ -21,22 +21,28 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from typing_extensions import override
 
 PARTIAL_SUFFIX = ".partial"
-# ".<target name>.<writer pid>.<random>.partial", as partial_file names them.
+# ".<target name>.<writer pid>.<random>.partial[<target suffix>]", as partial_file names them.
 _PARTIAL_NAME = re.compile(
-    r"^\.(?P<target>.+)\.(?P<pid>\d+)\.\w+" + re.escape(PARTIAL_SUFFIX) + "$"
+    r"^\.(?P<target>.+)\.(?P<pid>\d+)\.\w+" + re.escape(PARTIAL_SUFFIX) + r"(?:\.\w+)?$"
 )
 
 
-def partial_file(target: Path) -> tuple[IO[bytes], Path]:
+def partial_file(target: Path, keep_suffix: bool = False) -> tuple[IO[bytes], Path]:
     """A new hidden file beside ``target`` to write it into before the rename, open for writing.
 
     Its name carries this process's pid (``.<target name>.<pid>.<random>.partial``), so that
     :func:`unilab_lit.ipc.reclaim.remove_dead_writers_files` tells a killed writer's leftover
     from a live one's. Its mode is a new file's usual one (``0o666`` less the umask), not
     ``mkstemp``'s private ``0o600``: the renamed file is readable as ``open()`` would have made it.
+
+    Args:
+        target: The file the partial one is renamed to once written.
+        keep_suffix: End the name with ``target``'s suffix too (``....partial.pt2``), for a
+            writer that goes by it (``torch.export.save`` warns of any name but ``*.pt2``).
     """
+    suffix = PARTIAL_SUFFIX + (target.suffix if keep_suffix else "")
     descriptor, name = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX
+        dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=suffix
     )
     os.fchmod(descriptor, 0o666 & ~_umask())
     return os.fdopen(descriptor, "wb"), Path(name)

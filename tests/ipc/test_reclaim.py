@@ -51,7 +51,11 @@ def test_reclaim_with_nothing_dead_logs_nothing(tmp_path, caplog):
 
 def test_partial_files_of_dead_writers_are_removed_and_a_live_writers_kept(tmp_path, caplog):
     dead = _dead_pid()
-    leftovers = [f".step=50.ckpt.{dead}.q_wglo_3.partial", f".replay-step=50.bin.{dead}.x1.partial"]
+    leftovers = [
+        f".step=50.ckpt.{dead}.q_wglo_3.partial",
+        f".replay-step=50.bin.{dead}.x1.partial",
+        f".policy.pt2.{dead}.k2_x9.partial.pt2",  # partial_file(..., keep_suffix=True)
+    ]
     for name in leftovers:
         (tmp_path / name).write_bytes(b"x")
     live_file, live = partial_file(tmp_path / "step=100.ckpt")  # this process: a live writer

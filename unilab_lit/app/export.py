@@ -92,7 +92,8 @@ def export_policy(run: TrainedRun, onnx_path: Path, program_path: Path) -> dict[
     example = torch.zeros(2, metadata["obs_size"])
     with (
         _temporary_next_to(onnx_path) as onnx_tmp,
-        _temporary_next_to(program_path) as program_tmp,
+        # Named *.pt2: torch.export.save warns of any other name.
+        _temporary_next_to(program_path, keep_suffix=True) as program_tmp,
     ):
         _write_onnx(policy, example, onnx_tmp)
         model = onnx.load(str(onnx_tmp))
@@ -131,10 +132,10 @@ def _write_onnx(policy: nn.Module, example: torch.Tensor, path: Path) -> None:
 
 
 @contextmanager
-def _temporary_next_to(target: Path) -> Iterator[Path]:
+def _temporary_next_to(target: Path, keep_suffix: bool = False) -> Iterator[Path]:
     """A :func:`~unilab_lit.checkpoint_io.partial_file` beside ``target``, removed on exit unless
     renamed meanwhile."""
-    file, path = partial_file(target)
+    file, path = partial_file(target, keep_suffix)
     file.close()
     try:
         yield path
