@@ -113,8 +113,14 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 def weights_only_refusal(path: Path, err: pickle.UnpicklingError) -> str:
     """One line for a checkpoint that torch will not load weights-only, naming the offending
     object (not torch's advice to load it with ``weights_only=False``, which runs its code)."""
-    unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
-    what = f"it holds {unsupported.group(1)}" if unsupported else "it holds arbitrary objects"
+    # torch names a class it does not allow ("Unsupported global: GLOBAL argparse.Namespace")
+    # and a function of a module it blocks ("unsupported GLOBAL posix.system") differently.
+    unsupported = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", str(err))
+    if unsupported is None:
+        what = "it holds arbitrary objects"
+    else:
+        # os.system pickles as posix.system (nt.system on Windows): name it as it is written.
+        what = f"it holds {re.sub(r'^(posix|nt)[.]', 'os.', unsupported.group(1))}"
     return (
         f"checkpoint {path} does not load weights-only ({what}), so it was not written by "
         "this trainer"
