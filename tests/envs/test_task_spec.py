@@ -8,6 +8,8 @@ import pickle
 import pytest
 import torch
 
+from tests.conftest import REPO
+from unilab_lit.app.unilab_cli import UnilabCLI
 from unilab_lit.collector.options import CollectorOptions
 from unilab_lit.envs.cartpole import CartpoleSwingup
 from unilab_lit.envs.task_spec import TaskSpec
@@ -20,6 +22,23 @@ def test_from_config_fills_in_the_constructor_defaults():
     assert spec.init_args == {"frame_skip": 3, "max_episode_steps": 500, "reset_noise_scale": 0.01}
     assert TaskSpec.from_config(spec.to_config()) == spec
     assert TaskSpec.from_config("CartpoleSwingup").init_args["frame_skip"] == 2
+
+
+def test_unregistered_gym_id_names_the_key_and_the_module_form():
+    task = "--data.init_args.collector.task=gym:NanEnv-v0"
+    with pytest.raises(SystemExit) as refused:
+        UnilabCLI(args=["fit", "--config", str(REPO / "configs" / "appo.yaml"), task], run=False)
+    line = refused.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert line.startswith(
+        "error: invalid config: data.init_args.collector.task: gymnasium has no env 'NanEnv-v0'"
+    ), line
+    assert line.endswith("gym:<module>:NanEnv-v0"), line
+
+
+def test_gym_id_in_the_module_form_imports_its_module_first():
+    spec = TaskSpec.from_config("gym:gymnasium.envs.classic_control:Pendulum-v1")
+    assert spec.class_path == "gym:gymnasium.envs.classic_control:Pendulum-v1"
 
 
 def test_from_config_names_the_misspelled_argument_and_the_closest_one():

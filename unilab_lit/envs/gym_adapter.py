@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -22,6 +23,27 @@ from unilab_lit.validation import check_arg
 log = logging.getLogger(__name__)
 # An env (or a learner) that keeps failing would print one line per step; counters keep the total.
 log.addFilter(RateLimitFilter())
+
+
+def check_env_id(env_id: str) -> None:
+    """Check that gymnasium can make ``env_id`` (``EnvId`` or ``module:EnvId``) without making it.
+
+    Raises:
+        ValueError: One line naming the id and the ``gym:<module>:<EnvId>`` form, which imports
+            the module that registers it.
+    """
+    module, _, name = env_id.rpartition(":")
+    try:
+        # gymnasium.make imports a "module:EnvId"'s module; gymnasium.spec does not.
+        if module:
+            importlib.import_module(module)
+        gymnasium.spec(name)
+    except (gymnasium.error.Error, ImportError) as err:
+        reason = str(err).splitlines()[0]
+        raise ValueError(
+            f"gymnasium has no env {env_id!r} ({reason}); an env that a module of yours "
+            f"registers is named with that module: gym:<module>:{name}"
+        ) from None
 
 
 def _groups(obs: np.ndarray) -> Obs:

@@ -119,6 +119,11 @@ class TaskSpec:
             )
         class_path = str(value["class_path"])
         task = task_class(class_path)
+        if class_path.startswith(GYM_PREFIX):
+            # task_class imported the adapter: gymnasium is loaded for gym tasks only.
+            from unilab_lit.envs.gym_adapter import check_env_id
+
+            check_env_id(class_path[len(GYM_PREFIX) :])
         init_args = _checked_arguments(task, class_path, dict(value.get("init_args") or {}))
         mjcf = init_args.get(MJCF_ARGUMENT)
         if isinstance(mjcf, str) and not os.path.isabs(mjcf) and Path(mjcf).is_file():
