@@ -155,8 +155,12 @@ def _printed_task(*overrides: str, capsys: pytest.CaptureFixture[str]) -> dict:
 
 
 def test_task_argument_overrides_merge_into_the_config_files_task(capsys):
+    # The file names a preset (randomization: seed); options given as a mapping replace it, and
+    # later keys merge into that mapping.
+    options = '{"friction_range": [0.5, 1.25], "obs_noise": {"ang_vel": 0.2, "joint_vel": 1.5}}'
     task = _printed_task(
-        f'{TASK}.init_args.reward_weights={{"tracking_ang_vel": 1.0}}',
+        f'{TASK}.init_args.reward_weights={{"lin_vel_z": -4.0}}',
+        f"{TASK}.init_args.randomization={options}",
         f"{TASK}.init_args.randomization.push_velocity=0.3",
         "--data.init_args.num_steps=8",
         f"{TASK}.init_args.randomization.obs_noise.ang_vel=0.1",
@@ -164,14 +168,13 @@ def test_task_argument_overrides_merge_into_the_config_files_task(capsys):
     )
     assert task["class_path"] == "Go1Joystick"
     args = task["init_args"]
-    assert args["reward_weights"] == {"tracking_ang_vel": 1.0}
-    # The file's other arguments, and the other keys of the changed ones, stay.
-    assert args["action_scale_factor"] == 0.5
+    assert args["reward_weights"] == {"lin_vel_z": -4.0}
+    # The task's other arguments, and the other keys of the changed ones, stay.
+    assert args["action_scale"] == 0.25
     assert args["randomization"]["push_velocity"] == 0.3
     assert args["randomization"]["friction_range"] == [0.5, 1.25]
-    assert args["randomization"]["obs_noise"] == {
-        "ang_vel": 0.1, "projected_gravity": 0.05, "joint_pos": 0.01, "joint_vel": 1.5
-    }  # fmt: skip
+    assert args["randomization"]["obs_noise"] == {"ang_vel": 0.1, "joint_vel": 1.5}
+    assert _printed_task(capsys=capsys)["init_args"]["randomization"] == "seed"
     assert (
         _printed_task(f"{TASK}.init_args.randomization=null", capsys=capsys)["init_args"][
             "randomization"
