@@ -3,9 +3,17 @@ known pose, velocity or contact pattern, and its sign in the default weights."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
+from tests.envs.legged_states import (
+    check_tracking_and_velocity_terms,
+    pose,
+    raw_terms,
+    resting_env,
+)
 from unilab_lit.envs.robots.go1 import (
     DEFAULT_REWARD_WEIGHTS,
     SEED_PD_GAINS,
@@ -19,27 +27,11 @@ _FR, _FL, _RR, _RL = range(4)
 
 @pytest.fixture
 def env(robot_models):
-    env = Go1Joystick(num_envs=2, seed=0, randomization=None)
-    env.reset(stagger=False)
-    return env
+    return resting_env(Go1Joystick)
 
 
-def _pose(env, *, height: float = 0.3, joints: np.ndarray | None = None) -> None:
-    """Both envs upright at ``height`` with ``joints`` (default: home), at rest, and the
-    kinematics that the terms read brought up to date."""
-    env.qpos[:] = env.robot.home_qpos
-    env.qpos[:, 2] = height
-    if joints is not None:
-        env.qpos[:, env._qpos_adr] = joints
-    env.qvel[:] = 0.0
-    env.batch.forward(np.arange(env.num_envs))
-
-
-def _terms(env, lin_vel=None, ang_vel=None) -> dict[str, np.ndarray]:
-    zeros = np.zeros((env.num_envs, 3))
-    lin = zeros if lin_vel is None else np.asarray(lin_vel, dtype=float)
-    ang = zeros if ang_vel is None else np.asarray(ang_vel, dtype=float)
-    return env._raw_reward_terms(lin, ang)
+_pose = functools.partial(pose, height=0.3)
+_terms = raw_terms
 
 
 def test_default_weights_are_the_seed_go1_scales_and_signs():
@@ -56,19 +48,8 @@ def test_default_weights_are_the_seed_go1_scales_and_signs():
     }
 
 
-def test_tracking_terms_are_one_on_the_command_and_fall_off_with_sigma_025(env):
-    _pose(env)
-    env._tracked_command[:] = [[0.5, 0.2, 0.3], [0.5, 0.2, 0.3]]
-    terms = _terms(env, lin_vel=[[0.5, 0.2, 0.0], [0.0, 0.2, 0.0]], ang_vel=[[0, 0, 0.3]] * 2)
-    np.testing.assert_allclose(terms["tracking_lin_vel"], [1.0, np.exp(-0.25 / 0.25)])
-    np.testing.assert_allclose(terms["tracking_ang_vel"], [1.0, 1.0])
-
-
-def test_velocity_penalties_are_squares_of_vertical_and_roll_pitch_rates(env):
-    _pose(env)
-    terms = _terms(env, lin_vel=[[0, 0, 0.5], [0, 0, 0]], ang_vel=[[0.3, 0.4, 2.0], [0, 0, 2.0]])
-    np.testing.assert_allclose(terms["lin_vel_z"], [0.25, 0.0])
-    np.testing.assert_allclose(terms["ang_vel_xy"], [0.25, 0.0])
+def test_tracking_and_velocity_terms_are_the_shared_definitions(env):
+    check_tracking_and_velocity_terms(env, height=0.3)
 
 
 def test_base_height_is_the_squared_distance_to_030(env):
