@@ -14,9 +14,7 @@ See ``docs/tasks.md`` for what each method does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import mujoco
 import numpy as np
@@ -25,21 +23,26 @@ from unilab_lit.envs.base import BatchedMujocoEnv, Obs
 from unilab_lit.envs.spec import CRITIC, POLICY
 
 LINK_LENGTH = 0.1  # both links, as in reacher.xml
+XML_FILE = Path(__file__).with_name("reacher.xml")
 
 
 class Reacher(BatchedMujocoEnv):
     """Move the fingertip of a planar two-link arm onto a target drawn at every reset.
 
-    Observation (policy, 10): ``cos`` and ``sin`` of both joint angles, joint velocities, the
-    target and the fingertip-to-target vector; the critic also gets the distance (11). Reward
-    ``distance + ctrl``: minus the fingertip's distance to the target and minus the weighted
-    squared action. Episodes time out; metric ``distance`` is the mean distance per episode.
+    The target sits on two slide joints (``qpos[:, 2:4]``), so the whole state is the physics
+    state, laid out as in gymnasium's Reacher. Observation (policy, 10), in gymnasium's
+    order: ``cos`` and ``sin`` of both joint angles, the target, the joint velocities and the
+    target-to-fingertip vector; the critic also gets the distance (11). Reward ``dist + ctrl``:
+    minus the fingertip's distance to the target and minus the weighted squared action, as
+    gymnasium's ``reward_dist`` and ``reward_ctrl``. Episodes time out; metric ``distance`` is
+    the mean distance per episode.
 
     Args:
         num_envs: Number of simulations (the trainer passes it).
         seed: Seed of the targets, reset noise and timeout stagger (the trainer passes it).
         num_threads: Threads stepping the physics (the trainer passes it).
-        xml_file: The arm's MJCF (two hinge joints, two motors); ``None``: this package's
+        xml_file: The arm's MJCF (two hinge joints with motors, then the target's two slide
+            joints; bodies ``fingertip`` and ``target``); ``None``: this package's
             ``reacher.xml``.
         ctrl_cost_weight: Weight of the squared action.
         target_radius: Targets lie in ``[0.05, target_radius]`` from the shoulder (<= 0.2).
@@ -50,7 +53,7 @@ class Reacher(BatchedMujocoEnv):
         ValueError: If ``target_radius`` is outside ``(0.05, 0.2]``.
     """
 
-    REWARD_TERMS = ("distance", "ctrl")
+    REWARD_TERMS = ("dist", "ctrl")
 
     def __init__(
         self,
@@ -66,8 +69,9 @@ class Reacher(BatchedMujocoEnv):
     ) -> None:
         if not 0.05 < target_radius <= 2 * LINK_LENGTH:
             raise ValueError(f"Reacher: target_radius must be in (0.05, 0.2], got {target_radius}")
+        model = mujoco.MjModel.from_xml_path(xml_file or str(XML_FILE))
         super().__init__(
-            mujoco.MjModel.from_xml_path(xml_file or str(Path(__file__).with_name("reacher.xml"))),
+            model,
             num_envs,
             frame_skip=frame_skip,
             max_episode_steps=max_episode_steps,
@@ -79,51 +83,44 @@ class Reacher(BatchedMujocoEnv):
         )
         self._ctrl_cost_weight = ctrl_cost_weight
         self._target_radius = target_radius
-        self._target = np.zeros((num_envs, 2))
+        # World positions of every body, [num_envs, nbody, 3], updated by every step and reset.
+        self._xpos = self.batch.bind("xpos")
+        self._fingertip = model.body("fingertip").id
+        self._target = model.body("target").id
 
     # ------------------------------------------------------------------ task hooks
 
     def _compute_obs(self) -> Obs:
-        to_target = self._target - self._fingertip()
+        angles = self.qpos[:, :2]
+        to_fingertip = self._to_fingertip()
         policy = np.concatenate(
-            [np.cos(self.qpos), np.sin(self.qpos), self.qvel, self._target, to_target], axis=1
+            [np.cos(angles), np.sin(angles), self.qpos[:, 2:], self.qvel[:, :2], to_fingertip],
+            axis=1,
         )
-        distance = np.linalg.norm(to_target, axis=1, keepdims=True)
+        distance = np.linalg.norm(to_fingertip, axis=1, keepdims=True)
         return {POLICY: policy, CRITIC: np.concatenate([policy, distance], axis=1)}
 
     def _compute_reward(self, actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        distance = -self._distance()
+        dist = -self._distance()
         ctrl = -self._ctrl_cost_weight * np.square(actions).sum(axis=1)
-        return distance + ctrl, {"distance": distance, "ctrl": ctrl}
+        return dist + ctrl, {"dist": dist, "ctrl": ctrl}
 
     def _compute_metrics(self) -> dict[str, np.ndarray]:
         return {"distance": self._distance()}
 
     def _reset_state(self, env_ids: np.ndarray, rng: np.random.Generator) -> None:
         n = len(env_ids)
-        self.qpos[env_ids] = rng.uniform(-0.1, 0.1, size=(n, 2))
-        self.qvel[env_ids] = 0.0
         radius = rng.uniform(0.05, self._target_radius, size=n)
         angle = rng.uniform(-np.pi, np.pi, size=n)
-        self._target[env_ids] = np.stack([radius * np.cos(angle), radius * np.sin(angle)], 1)
-
-    # ------------------------------------------------------------------ state
-
-    def state_dict(self) -> dict[str, Any]:
-        """The base state plus the targets (they carry over from one step to the next)."""
-        return {**super().state_dict(), "target": self._target.copy()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
-        self._target[:] = state["target"]
+        self.qpos[env_ids, :2] = rng.uniform(-0.1, 0.1, size=(n, 2))
+        self.qpos[env_ids, 2:] = np.stack([radius * np.cos(angle), radius * np.sin(angle)], 1)
+        self.qvel[env_ids] = 0.0
 
     # ------------------------------------------------------------------ internals
 
-    def _fingertip(self) -> np.ndarray:
-        shoulder, elbow = self.qpos[:, 0], self.qpos[:, 1]
-        x = LINK_LENGTH * (np.cos(shoulder) + np.cos(shoulder + elbow))
-        y = LINK_LENGTH * (np.sin(shoulder) + np.sin(shoulder + elbow))
-        return np.stack([x, y], axis=1)
+    def _to_fingertip(self) -> np.ndarray:
+        """The target-to-fingertip vector in the table's plane, ``[num_envs, 2]``."""
+        return self._xpos[:, self._fingertip, :2] - self._xpos[:, self._target, :2]
 
     def _distance(self) -> np.ndarray:
-        return np.linalg.norm(self._target - self._fingertip(), axis=1)
+        return np.linalg.norm(self._to_fingertip(), axis=1)
