@@ -149,7 +149,6 @@ class G1Walk(LeggedRobotEnv):
         reset_joint_noise=0.0,
         reset_base_velocity=0.5,
         gait_frequency=1.5,
-        feet_air_time_target=0.4,
         base_height_target=0.754,
         swing_height_target=0.09,
         min_base_height=0.55,

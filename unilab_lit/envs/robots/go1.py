@@ -118,7 +118,6 @@ class Go1Joystick(LeggedRobotEnv):
         reset_joint_noise=0.0,
         reset_base_velocity=0.5,
         gait_frequency=2.0,
-        feet_air_time_target=0.2,
         base_height_target=0.3,
         swing_height_target=0.1,
         min_base_height=0.0,

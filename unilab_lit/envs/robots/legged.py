@@ -14,11 +14,9 @@ Reward terms (each available to a subclass's ``DEFAULT_REWARD_WEIGHTS``; see
 :class:`unilab_lit.envs.joystick.JoystickEnv` for the weighting and the tracking terms):
 ``lin_vel_z = v_z^2``, ``ang_vel_xy = |w_xy|^2``, ``orientation = |g_xy|^2`` of
 ``UPRIGHT_BODY`` (projected gravity), ``base_height = (z - base_height_target)^2``,
-``torques = |tau|^2``, ``action_rate = |a_t - a_{t-1}|^2``, ``feet_air_time = sum over
-touchdowns of (air time - feet_air_time_target)`` while the command asks to move,
-``feet_slip = sum over feet on the ground of |v_foot_xy|^2`` and ``dof_pos_limits`` = how far
-joints are outside their soft limits (90% of the range). A foot is on the ground when its site
-is below ``FOOT_CONTACT_HEIGHT``.
+``action_rate = |a_t - a_{t-1}|^2`` and ``similar_to_default = sum |q - q_default|``. A foot
+is on the ground when its site is below ``FOOT_CONTACT_HEIGHT``; ``_foot_cycles`` is where each
+foot is in its gait cycle, for a robot's own gait terms.
 
 Terminated when the base's up axis has z <= cos(``max_tilt_deg``) or the base is below
 ``min_base_height``; truncated after ``max_episode_steps``.
@@ -55,8 +53,6 @@ from unilab_lit.envs.spec import CRITIC, POLICY
 from unilab_lit.envs.symmetry import Mirror, MirrorSpec, axis_flips, joint_mirror
 from unilab_lit.validation import check_arg
 
-# Commands slower than this (m/s) ask to stand: no reward for lifting feet then.
-_MOVING_COMMAND = 0.1
 # Left and right twins in joint names (Unitree's G1 and Go1 conventions).
 _SIDES = (("left_", "right_"), ("FL_", "FR_"), ("RL_", "RR_"))
 
@@ -108,7 +104,6 @@ class LeggedRobotEnv(JoystickEnv):
         reset_base_velocity: Half-width of the uniform noise on the base's six initial
             velocities (m/s, rad/s), >= 0.
         gait_frequency: Cycles per second of the gait clock in the observation, > 0.
-        feet_air_time_target: Air time (s) above which a touchdown is rewarded.
         base_height_target: Base height (m) the ``base_height`` term pulls towards.
         swing_height_target: Foot height (m) the swing terms reward in a foot's swing phase.
         min_base_height: Base height (m) below which an episode terminates.
@@ -160,7 +155,6 @@ class LeggedRobotEnv(JoystickEnv):
         reset_joint_noise: float,
         reset_base_velocity: float = 0.0,
         gait_frequency: float,
-        feet_air_time_target: float,
         base_height_target: float,
         swing_height_target: float = 0.1,
         min_base_height: float,
@@ -243,7 +237,6 @@ class LeggedRobotEnv(JoystickEnv):
         self._phase_rate = 2.0 * np.pi * self._cycles_per_step
         self._phase_offsets = np.array(self.GAIT_PHASE_OFFSETS)
         self._phase_start = np.zeros(num_envs)
-        self._air_time_target = feet_air_time_target
         self._base_height_target = base_height_target
         self._swing_height_target = swing_height_target
         self._min_base_height = min_base_height
@@ -251,15 +244,10 @@ class LeggedRobotEnv(JoystickEnv):
         self._upright_body = robot.model.body(self.UPRIGHT_BODY).id
 
         self._sensordata = self.batch.bind("sensordata")
-        self._actuator_force = self.batch.bind("actuator_force")
         self._site_xpos = self.batch.bind("site_xpos")
         self._xquat = self.batch.bind("xquat")
         feet = robot.foot_site_ids.size
-        self._feet_air_time = np.zeros((num_envs, feet))
-        self._feet_before = np.zeros((num_envs, feet, 3))
         self._feet_contact = np.zeros((num_envs, feet), dtype=bool)
-        self._touchdown_air_time = np.zeros((num_envs, feet))
-        self._feet_speed_sq = np.zeros((num_envs, feet))
         self._foot_cycles = np.zeros((num_envs, feet))
 
     # ------------------------------------------------------------------ hooks
@@ -270,20 +258,11 @@ class LeggedRobotEnv(JoystickEnv):
     def _action_map(self) -> tuple[np.ndarray, np.ndarray]:
         return self.default_joint_pos.copy(), self.action_scale.copy()
 
-    def _before_physics(self) -> None:
-        self._feet_before[:] = self._site_xpos[:, self.robot.foot_site_ids]
-
     def _simulate(self) -> None:
         super()._simulate()
-        feet = self._site_xpos[:, self.robot.foot_site_ids]
-        velocity = (feet[..., :2] - self._feet_before[..., :2]) / self.spec.control_dt
-        self._feet_speed_sq = np.sum(np.square(velocity), axis=2)
-        contact = feet[..., 2] < self.FOOT_CONTACT_HEIGHT
-        self._feet_air_time += self.spec.control_dt
-        touchdown = contact & ~self._feet_contact
-        self._touchdown_air_time = np.where(touchdown, self._feet_air_time, 0.0)
-        self._feet_air_time[contact] = 0.0
-        self._feet_contact = contact
+        self._feet_contact = (
+            self._site_xpos[:, self.robot.foot_site_ids, 2] < self.FOOT_CONTACT_HEIGHT
+        )
         self._foot_cycles = self._foot_cycles_at(self._elapsed)
 
     def _foot_cycles_at(self, elapsed: np.ndarray) -> np.ndarray:
@@ -338,7 +317,6 @@ class LeggedRobotEnv(JoystickEnv):
         kick = self._reset_base_velocity
         if kick > 0:
             self.qvel[env_ids, 0:6] = rng.uniform(-kick, kick, (n, 6))
-        self._feet_air_time[env_ids] = 0.0
         self._feet_contact[env_ids] = True
         self._reset_commands(env_ids, rng)
         if self.RANDOM_GAIT_PHASE:
@@ -347,7 +325,6 @@ class LeggedRobotEnv(JoystickEnv):
     def _task_buffers(self) -> dict[str, np.ndarray]:
         return {
             **super()._task_buffers(),
-            "feet_air_time": self._feet_air_time,
             "feet_contact": self._feet_contact,
             "gait_phase_start": self._phase_start,
         }
@@ -375,30 +352,11 @@ class LeggedRobotEnv(JoystickEnv):
     def _term_base_height(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
         return np.square(self.qpos[:, 2] - self._base_height_target)
 
-    def _term_torques(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
-        return np.sum(np.square(self._actuator_force), axis=1)
-
     def _term_action_rate(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
         return self._action_rate()
 
-    def _term_feet_air_time(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
-        touchdown = self._touchdown_air_time > 0.0
-        gain = np.sum((self._touchdown_air_time - self._air_time_target) * touchdown, axis=1)
-        moving = np.linalg.norm(self._tracked_command[:, :2], axis=1) > _MOVING_COMMAND
-        return gain * moving
-
-    def _term_feet_slip(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
-        return np.sum(self._feet_speed_sq * self._feet_contact, axis=1)
-
     def _term_similar_to_default(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
         return np.sum(np.abs(self.qpos[:, self._qpos_adr] - self.default_joint_pos), axis=1)
-
-    def _term_dof_pos_limits(self, lin_vel: np.ndarray, ang_vel: np.ndarray) -> np.ndarray:
-        q = self.qpos[:, self._qpos_adr]
-        limits = self.robot.soft_joint_limits
-        below = np.clip(limits[:, 0] - q, 0.0, None)
-        above = np.clip(q - limits[:, 1], 0.0, None)
-        return np.sum(below + above, axis=1)
 
 
 def robot_constructor(**defaults: Any) -> Callable[..., None]:

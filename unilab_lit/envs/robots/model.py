@@ -30,8 +30,6 @@ from unilab_lit.validation import check_arg
 
 _NATURAL_FREQ = 2.0 * math.pi * 10.0  # rad/s
 _DAMPING_RATIO = 2.0
-# Soft joint limits (the joint-limit penalty's bounds): this fraction of each range, centred.
-SOFT_LIMIT_FACTOR = 0.9
 FLOOR = "floor"
 IMU_SITE = "unilab_imu"
 GYRO_SENSOR = "unilab_gyro"
@@ -137,7 +135,6 @@ class RobotModel:
     damping: np.ndarray
     armature: np.ndarray
     effort_limit: np.ndarray
-    soft_joint_limits: np.ndarray  # [num_joints, 2]
     joint_qpos_adr: np.ndarray
     joint_dof_adr: np.ndarray
     actuator_ids: np.ndarray
@@ -264,8 +261,6 @@ def _compile(spec: mujoco.MjSpec, robot: RobotDescription) -> RobotModel:
     _add_tracking_camera(spec, model)
     model = spec.compile()
 
-    ranges = model.jnt_range[joint_ids]
-    middle, half = ranges.mean(axis=1), 0.5 * (ranges[:, 1] - ranges[:, 0]) * SOFT_LIMIT_FACTOR
     return RobotModel(
         model=model,
         joint_names=names,
@@ -275,7 +270,6 @@ def _compile(spec: mujoco.MjSpec, robot: RobotDescription) -> RobotModel:
         damping=np.array([m.damping for m in motors]),
         armature=np.array([m.armature for m in motors]),
         effort_limit=np.array([m.effort_limit for m in motors]),
-        soft_joint_limits=np.stack([middle - half, middle + half], axis=1),
         joint_qpos_adr=model.jnt_qposadr[joint_ids].copy(),
         joint_dof_adr=model.jnt_dofadr[joint_ids].copy(),
         actuator_ids=np.array([model.actuator(name).id for name in names]),
