@@ -9,14 +9,12 @@ import yaml
 
 from tests.conftest import REPO
 from unilab_lit.app.unilab_cli import UnilabCLI
+from unilab_lit.class_paths import class_path_suggestion, closest, moved_class_path
 from unilab_lit.config_errors import (
     PREFIX,
     check_yaml_files,
-    class_path_suggestion,
-    closest,
     config_files,
     moved,
-    moved_class_path,
     summarize,
 )
 

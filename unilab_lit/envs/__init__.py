@@ -16,7 +16,7 @@ import inspect
 import sys
 from typing import TYPE_CHECKING, Any
 
-from unilab_lit.config_errors import class_path_suggestion
+from unilab_lit.class_paths import class_path_suggestion
 
 if TYPE_CHECKING:
     from unilab_lit.envs.base import BatchedMujocoEnv

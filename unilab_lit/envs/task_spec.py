@@ -145,7 +145,8 @@ def _checked_arguments(task: type, class_path: str, init_args: dict[str, Any]) -
     """``init_args`` checked against ``task``'s constructor, with the defaults filled in."""
     from jsonargparse import ArgumentParser
 
-    from unilab_lit.config_errors import closest, summarize
+    from unilab_lit.class_paths import closest
+    from unilab_lit.config_errors import summarize
 
     skip = set(TRAINER_ARGUMENTS)
     if class_path.startswith(GYM_PREFIX):
