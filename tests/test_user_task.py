@@ -103,14 +103,15 @@ def test_play_and_export_rebuild_the_example_task_from_the_checkpoint(reacher_ru
             "unilab_lit.app.play",
             "--ckpt_path",
             str(checkpoint),
-            "--num_envs=4",
-            "--episodes=4",
+            "--num_envs=16",
+            "--episodes=16",
         ],
         tmp_path,
     )
     assert played.returncode == 0, played.stderr[-2000:]
     mean_return = float(re.search(r"mean return (-?[\d.]+)", played.stdout)[1])
-    assert mean_return > -9.0, played.stdout  # random: about -10
+    # Reacher-v5's reward since f1295f5: random -10.5 to -11.2 over 16 episodes (5 seeds).
+    assert mean_return > -9.9, played.stdout
 
     exported = _run(
         ["-m", "unilab_lit.app.export", "--ckpt_path", str(checkpoint), "--output", "policy.onnx"],
